@@ -1,0 +1,1 @@
+"""Workspace context: scanning, the n-gram index, prompts, syntax-aware stop rules and trimming."""

@@ -1,0 +1,1 @@
+"""Evaluation: workloads cut from real code, speed benchmarks and quality measurements."""

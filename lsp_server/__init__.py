@@ -1,0 +1,1 @@
+"""The LSP daemon, its scheduler, the completion pipeline and the command line."""

@@ -1,0 +1,1 @@
+"""Subcommands of the lookahead-lsp command line, one module each."""

@@ -1,0 +1,35 @@
+"""Shared fixtures: the tiny random Qwen2 stand-in, the embedded model's converted directory and tokenizer."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+@pytest.fixture(scope="session")
+def embedded_hf_dir() -> Path:
+    """The embedded default model converted to a transformers directory (config, safetensors, tokenizer)."""
+    from decoder.embedded import ensure_converted
+
+    return ensure_converted()
+
+
+@pytest.fixture(scope="session")
+def tokenizer(embedded_hf_dir: Path):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(embedded_hf_dir))
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory, embedded_hf_dir: Path) -> Path:
+    """A loadable directory holding the tiny random model with the real tokenizer."""
+    from tests.tiny_model import save_tiny_model_dir
+
+    return save_tiny_model_dir(tmp_path_factory.mktemp("tiny-model"), embedded_hf_dir)
