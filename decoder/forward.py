@@ -1,0 +1,70 @@
+"""One forward pass through the model's public interface, and chunked prefill.
+
+Both decoders call the model only through these functions, so a one-token lookahead step is numerically
+the same call as a greedy step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from decoder.kv import PrefixKV
+from decoder.types import CancelToken
+
+PREFILL_CHUNK = 256
+
+
+def forward(
+    model: torch.nn.Module,
+    kv: PrefixKV,
+    tokens: Sequence[int],
+    positions: Sequence[int] | None = None,
+    mask: torch.Tensor | None = None,
+    last_only: bool = False,
+) -> torch.Tensor:
+    """Run ``tokens`` after the cache's entries; return logits of shape (len(tokens), vocab).
+
+    Without ``positions`` and ``mask`` the tokens are a causal continuation. With them, ``mask`` is the
+    (len(tokens), len(tokens)) boolean matrix of which new token may see which (the cache is always visible).
+    The cache grows by len(tokens) entries; ``kv.ids`` is left to the caller. ``last_only`` computes the
+    logits of the last token only (prefill: the vocabulary projection is a large part of a pass).
+    """
+    device = next(model.parameters()).device
+    input_ids = torch.tensor([list(tokens)], dtype=torch.long, device=device)
+    past = kv.cache.get_seq_length()
+    kwargs: dict[str, torch.Tensor] = {}
+    if positions is not None:
+        kwargs["position_ids"] = torch.tensor([list(positions)], dtype=torch.long, device=device)
+    else:
+        kwargs["position_ids"] = torch.arange(past, past + len(tokens), device=device).unsqueeze(0)
+    if mask is not None:
+        dtype = model.dtype if isinstance(model.dtype, torch.dtype) else torch.float32
+        full = torch.zeros((1, 1, len(tokens), past + len(tokens)), dtype=dtype, device=device)
+        blocked = ~mask.to(device)
+        full[0, 0, :, past:].masked_fill_(blocked, torch.finfo(dtype).min)
+        kwargs["attention_mask"] = full
+    with torch.inference_mode():
+        out = model(
+            input_ids=input_ids,
+            past_key_values=kv.cache,
+            use_cache=True,
+            logits_to_keep=1 if last_only else 0,
+            **kwargs,
+        )
+    return out.logits[0]
+
+
+def prefill(
+    model: torch.nn.Module, kv: PrefixKV, tokens: Sequence[int], cancel: CancelToken | None = None
+) -> torch.Tensor | None:
+    """Append ``tokens`` to the cache in chunks; return the last token's logits (None if cancelled)."""
+    logits: torch.Tensor | None = None
+    for start in range(0, len(tokens), PREFILL_CHUNK):
+        if cancel is not None and cancel.cancelled:
+            return None
+        chunk = tokens[start : start + PREFILL_CHUNK]
+        logits = forward(model, kv, chunk, last_only=True)[-1]
+        kv.append(chunk)
+    return logits

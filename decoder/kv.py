@@ -1,0 +1,78 @@
+"""KV cache bookkeeping: which token ids the cache holds, prefix reuse across calls, keeping accepted entries.
+
+The cache is transformers' ``DynamicCache``. Invariant between calls and between decoding steps: the cache
+holds the keys and values of ``ids`` exactly, in order, at positions ``0 .. len(ids) - 1``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from transformers import DynamicCache
+
+
+def common_prefix_len(a: Sequence[int], b: Sequence[int]) -> int:
+    """Length of the longest common prefix of two id sequences."""
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+class PrefixKV:
+    """A ``DynamicCache`` plus the ids it holds; reused by the next call that shares a prefix."""
+
+    def __init__(self) -> None:
+        self.cache = DynamicCache()
+        self.ids: list[int] = []
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def reset(self) -> None:
+        self.cache = DynamicCache()
+        self.ids = []
+
+    def reuse_for(self, prompt: Sequence[int]) -> int:
+        """Crop the cache to the longest prefix it shares with ``prompt`` and return that length.
+
+        At least one prompt token is always left out so that the caller's prefill yields next-token logits.
+        """
+        keep = min(common_prefix_len(self.ids, prompt), len(prompt) - 1)
+        if keep <= 0:
+            self.reset()
+            return 0
+        self.truncate(keep)
+        return keep
+
+    def truncate(self, length: int) -> None:
+        """Drop the entries past ``length``."""
+        extra = len(self.ids) - length
+        if extra > 0:
+            self.cache.crop(-extra)
+            del self.ids[length:]
+
+    def append(self, ids: Sequence[int]) -> None:
+        """Record ids whose entries a forward pass has just appended to the cache."""
+        self.ids.extend(ids)
+
+    def keep_selected(self, start: int, offsets: Sequence[int], ids: Sequence[int]) -> None:
+        """After a pass that appended entries from ``start`` on, keep only ``start + offsets`` (in order).
+
+        ``ids`` are the tokens of the kept entries. Contiguous leading offsets only crop; others are gathered.
+        """
+        n_appended = self.cache.get_seq_length() - start
+        if list(offsets) == list(range(len(offsets))):
+            self.cache.crop(-(n_appended - len(offsets)))
+        else:
+            index = torch.tensor([start + o for o in offsets], dtype=torch.long)
+            for layer in self.cache.layers:
+                keys, values = layer.keys, layer.values
+                assert keys is not None and values is not None
+                index_dev = index.to(keys.device)
+                layer.keys = torch.cat([keys[..., :start, :], keys.index_select(-2, index_dev)], dim=-2)
+                layer.values = torch.cat([values[..., :start, :], values.index_select(-2, index_dev)], dim=-2)
+        del self.ids[start:]
+        self.ids.extend(ids)

@@ -1,0 +1,201 @@
+"""Lossless lookahead decoding: several tokens per forward pass, output identical to greedy decoding.
+
+One step is ONE forward pass over the current token, the lookahead branch (W Jacobi chains of N-1 guesses)
+and the verification branch (up to G candidate n-grams from the draft sources), merged into a token tree
+with a 4-D attention mask and explicit position ids. Greedy verification keeps the longest path whose tokens
+are the model's own argmax choices, plus the model's next token; the KV entries of that path are kept and
+the rest dropped. A cost model decides per step which draft tokens are worth their share of the pass, so
+where nothing is likely to match a step is a plain greedy step.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import torch
+
+from decoder.drafts import Draft, DraftSource, JacobiPool, NgramTable
+from decoder.forward import forward
+from decoder.kv import PrefixKV
+from decoder.policy import AcceptanceModel, CostModel, select
+from decoder.steps import Generation, begin, pick
+from decoder.tree import TokenTree, build_tree, verify
+from decoder.types import DecodeRequest, DecodeResult
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class LookaheadConfig:
+    """W window (Jacobi chains), N n-gram size, G verification set size, and which sources draft."""
+
+    window: int = 1
+    ngram: int = 8
+    verify: int = 8
+    max_match: int = 4  # longest context tail matched by the prompt n-gram lookup
+    prompt_drafts: bool = True
+    jacobi: bool = True
+    disabled_sources: frozenset[str] = field(default_factory=frozenset)
+
+    def __post_init__(self) -> None:
+        if self.window < 0 or self.ngram < 2 or self.verify < 0 or self.max_match < 1:
+            raise ValueError(f"invalid lookahead parameters W={self.window} N={self.ngram} G={self.verify}")
+
+
+class LookaheadDecoder:
+    """Lookahead decoding over a transformers causal LM; keeps its KV prefix and acceptance estimates."""
+
+    def __init__(self, model: torch.nn.Module, config: LookaheadConfig | None = None, cost: CostModel | None = None):
+        self.model = model
+        self.config = config or LookaheadConfig()
+        device = next(model.parameters()).device
+        self.cost = cost or CostModel.for_device(device.type)
+        self.acceptance = AcceptanceModel()
+        self.kv = PrefixKV()
+
+    def generate(self, request: DecodeRequest) -> DecodeResult:
+        gen = Generation(request)
+        logits = begin(self.model, self.kv, gen)
+        if logits is None:
+            return DecodeResult(gen.tokens, gen.result_stats())
+        t0 = time.perf_counter()
+        run = _Run(self, request, gen)
+        pending = [pick(logits, gen.allowed())]
+        while True:
+            committed = gen.commit(pending)
+            run.extend(gen.tokens[len(gen.tokens) - committed :])
+            if gen.done() or gen.cancelled():
+                break
+            pending = run.step()
+        gen.stats.decode_ms = (time.perf_counter() - t0) * 1000
+        return DecodeResult(gen.tokens, gen.result_stats())
+
+
+class _Run:
+    """The state of one generation: its draft sources, Jacobi chains, and the step itself."""
+
+    def __init__(self, decoder: LookaheadDecoder, request: DecodeRequest, gen: Generation) -> None:
+        self.d = decoder
+        self.cfg = decoder.config
+        self.gen = gen
+        self.context: list[int] = list(request.prompt_ids)
+        self.prompt = NgramTable("prompt", self.cfg.max_match)
+        self.prompt_handle = self.prompt.add_sequence(self.context)
+        self.pool = JacobiPool()
+        self.sources: list[DraftSource] = []
+        if self.cfg.prompt_drafts:
+            self.sources.append(self.prompt)
+        self.sources.extend(s for s in request.drafts if s.name not in self.cfg.disabled_sources)
+        if self.cfg.jacobi and self.cfg.window > 0:
+            self.sources.append(self.pool)
+        self.chains: list[list[int]] = [[] for _ in range(self.cfg.window if self.cfg.jacobi else 0)]
+
+    def extend(self, tokens: Sequence[int]) -> None:
+        self.context.extend(tokens)
+        self.prompt.extend(self.prompt_handle, tokens)
+
+    # --- drafting -------------------------------------------------------------------------------------
+    def drafts(self) -> list[Draft]:
+        n = self.cfg.ngram - 1
+        found: list[Draft] = []
+        for source in self.sources:
+            try:
+                found.extend(source.lookup(self.context, n, self.cfg.verify))
+            except Exception:  # a broken source must never break decoding: drafts are only guesses
+                log.exception("draft source %s failed", getattr(source, "name", source))
+        for i, chain in enumerate(self.chains):
+            self.chains[i] = chain = self._fill(chain, found)
+            found.append(Draft(tuple(chain), "jacobi", 1))
+        return self._constrained(found)
+
+    def _fill(self, chain: list[int], found: Sequence[Draft]) -> list[int]:
+        """Pad a Jacobi chain to N-1 guesses: from another draft where the chain is empty, else its last token."""
+        n = self.cfg.ngram - 1
+        if not chain:
+            chain = list(found[0].tokens) if found else list(self.context[-n:])
+        tail = chain[-1] if chain else self.context[-1]
+        return (chain + [tail] * n)[:n]
+
+    def _constrained(self, drafts: list[Draft]) -> list[Draft]:
+        """Cut drafts at the first token the constraint forbids (they could never be accepted)."""
+        if self.gen.request.constraint is None:
+            return drafts
+        out = []
+        for draft in drafts:
+            keep = 0
+            for i, token in enumerate(draft.tokens):
+                allowed = self.gen.allowed(draft.tokens[:i])
+                if allowed is not None and token not in set(allowed):
+                    break
+                keep = i + 1
+            if keep:
+                out.append(Draft(draft.tokens[:keep], draft.source, draft.match_len, draft.count))
+        return out
+
+    # --- one step -------------------------------------------------------------------------------------
+    def step(self) -> list[int]:
+        """One forward pass; returns the new tokens it produced (accepted drafts plus the model's next token)."""
+        cfg, gen, kv = self.cfg, self.gen, self.d.kv
+        current = gen.tokens[-1]
+        selection = select(self.drafts(), self.d.acceptance, self.d.cost, cfg.verify * (cfg.ngram - 1))
+        ranked = sorted(zip(selection.drafts, selection.probs), key=lambda dp: -sum(dp[1]))[: max(cfg.verify, 1)]
+        tree = build_tree(current, [(d.tokens, d.source, p) for d, p in ranked])
+        start = kv.cache.get_seq_length()
+        if len(tree) == 1:
+            logits = forward(self.d.model, kv, [current])
+        else:
+            positions = [start + depth for depth in tree.depths]
+            mask = None if tree.is_chain() else tree.attention()
+            logits = forward(self.d.model, kv, tree.tokens, positions, mask)
+        path, bonus = verify(tree, logits, lambda lg, toks: pick(lg, gen.allowed(toks)))
+        accepted = [tree.tokens[i] for i in path]
+        kv.keep_selected(start, [0, *path], [current, *accepted])
+        self._record(tree, [d for d, _ in ranked], accepted)
+        self._advance_chains(tree, logits, len(accepted))
+        return [*accepted, bonus]
+
+    def _record(self, tree: TokenTree, drafts: Sequence[Draft], accepted: Sequence[int]) -> None:
+        stats = self.gen.stats
+        stats.steps += 1
+        stats.tokens_in_passes += len(tree)
+        stats.accepted_per_step.append(len(accepted) + 1)
+        best_source, best = "", 0
+        for draft in drafts:
+            matched = _common_prefix(draft.tokens, accepted)
+            self.d.acceptance.observe(draft, len(draft.tokens), matched)
+            if matched > best:
+                best_source, best = draft.source, matched
+        if best:
+            stats.hits_by_source[best_source] += 1
+            stats.tokens_by_source[best_source] += best
+
+    def _advance_chains(self, tree: TokenTree, logits: torch.Tensor, m: int) -> None:
+        """Jacobi update: each chain's next guesses are the model's outputs at its own positions, shifted by
+        the tokens just accepted; the n-grams seen on the way go to the pool."""
+        kids = tree.children()
+        for i, chain in enumerate(self.chains):
+            nodes, node = [0], 0
+            for token in chain:
+                node = kids[node].get(token, -1)
+                if node < 0:
+                    break
+                nodes.append(node)
+            outputs = [int(torch.argmax(logits[n]).item()) for n in nodes]
+            for k in range(len(nodes) - 1):
+                self.pool.add(tree.tokens[nodes[k]], outputs[k:])
+            # outputs[k] guesses position start+k+1; the next step's chain starts at start+m+2.
+            fresh = outputs[m + 1 :]
+            stale = chain[len(nodes) :] if len(nodes) > m + 1 else chain[m + 1 :]
+            self.chains[i] = fresh + stale if m < len(chain) else []
+
+
+def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n

@@ -1,0 +1,94 @@
+"""What greedy and lookahead decoding share: choosing the next token and committing new tokens.
+
+Both decoders commit through :class:`Generation`, so end-of-sequence, the token limit, the stop callback and
+the constraint behave identically in both.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+import torch
+
+from decoder.forward import prefill
+from decoder.kv import PrefixKV
+from decoder.types import DecodeRequest, DecodeStats, FinishReason
+
+
+def pick(logits: torch.Tensor, allowed: Sequence[int] | None) -> int:
+    """Greedy choice from one position's logits, restricted to ``allowed`` ids when given."""
+    if allowed is None:
+        return int(torch.argmax(logits).item())
+    if len(allowed) == 0:
+        return int(torch.argmax(logits).item())
+    ids = torch.as_tensor(list(allowed), dtype=torch.long, device=logits.device)
+    return int(ids[torch.argmax(logits.index_select(0, ids))].item())
+
+
+class Generation:
+    """The new tokens of one request and whether (and why) it has finished."""
+
+    def __init__(self, request: DecodeRequest) -> None:
+        self.request = request
+        self.tokens: list[int] = []
+        self.finish: FinishReason | None = None
+        self.stats = DecodeStats(prompt_tokens=len(request.prompt_ids))
+        self._t0 = time.perf_counter()
+
+    def allowed(self, extra: Sequence[int] = ()) -> Sequence[int] | None:
+        """The constraint's allowed ids after the committed tokens plus ``extra`` (None: any)."""
+        constraint = self.request.constraint
+        if constraint is None:
+            return None
+        return constraint.allowed([*self.tokens, *extra])
+
+    def cancelled(self) -> bool:
+        cancel = self.request.cancel
+        if cancel is not None and cancel.cancelled:
+            self.finish = "cancelled"
+            return True
+        return False
+
+    def commit(self, new: Sequence[int]) -> int:
+        """Append ``new`` tokens, applying EOS, the token limit and the stop callback; return how many stayed."""
+        before = len(self.tokens)
+        for token in new:
+            if token in self.request.eos_ids:
+                self.finish = "eos"
+                break
+            self.tokens.append(token)
+            if len(self.tokens) >= self.request.max_new_tokens:
+                self.finish = "length"
+                break
+        if self.request.stop is not None and len(self.tokens) > before:
+            keep = self.request.stop(self.tokens)
+            if keep is not None:
+                del self.tokens[max(keep, 0) :]
+                self.finish = "stop"
+        return max(len(self.tokens) - before, 0)
+
+    def done(self) -> bool:
+        return self.finish is not None
+
+    def result_stats(self) -> DecodeStats:
+        self.stats.new_tokens = len(self.tokens)
+        self.stats.finish_reason = self.finish or "length"
+        return self.stats
+
+
+def begin(model: torch.nn.Module, kv: PrefixKV, gen: Generation) -> torch.Tensor | None:
+    """Reuse the cached prefix, prefill the rest of the prompt; return the next-token logits (None: cancelled)."""
+    prompt = list(gen.request.prompt_ids)
+    if not prompt:
+        raise ValueError("the prompt is empty")
+    t0 = time.perf_counter()
+    reused = kv.reuse_for(prompt)
+    logits = prefill(model, kv, prompt[reused:], gen.request.cancel)
+    gen.stats.reused_tokens = reused
+    gen.stats.prefilled_tokens = len(prompt) - reused
+    gen.stats.prefill_ms = (time.perf_counter() - t0) * 1000
+    if logits is None or gen.cancelled():
+        gen.finish = "cancelled"
+        return None
+    return logits

@@ -1,0 +1,200 @@
+"""Lookahead output equals greedy output token for token (tiny random Qwen2 in float64: no ties)."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+
+import pytest
+import torch
+
+from decoder.drafts import Draft, TokenIndex
+from decoder.greedy import GreedyDecoder
+from decoder.lookahead import LookaheadConfig, LookaheadDecoder
+from decoder.policy import CostModel
+from decoder.types import CancelToken, DecodeRequest
+from tests.tiny_model import make_tiny_qwen2
+
+VOCAB = 512
+CONFIGS = [(1, 8, 8), (1, 8, 1), (1, 8, 4), (8, 8, 8), (2, 4, 2), (0, 3, 3), (1, 2, 1)]
+GPU = CostModel.for_device("cuda")  # every draft token is worth verifying: exercises big trees on the CPU
+CPU = CostModel.for_device("cpu")
+
+
+@pytest.fixture(scope="module")
+def model() -> torch.nn.Module:
+    return make_tiny_qwen2(vocab_size=VOCAB, seed=1)
+
+
+def prompts(n: int, seed: int = 0) -> list[list[int]]:
+    """Seeded prompts with repeated stretches, so that prompt lookup finds matches."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        base = [rng.randrange(VOCAB) for _ in range(rng.randrange(8, 40))]
+        out.append(base + base[: rng.randrange(2, 8)] + [rng.randrange(VOCAB) for _ in range(rng.randrange(0, 6))])
+    return out
+
+
+def greedy(model: torch.nn.Module, request: DecodeRequest) -> list[int]:
+    return GreedyDecoder(model).generate(request).token_ids
+
+
+class Perturbed:
+    """A draft source that knows the right answer and returns it whole, cut, corrupted, or replaced."""
+
+    name = "workspace"
+
+    def __init__(self, prompt: Sequence[int], answer: Sequence[int], mode: str, seed: int = 0) -> None:
+        self.full = list(prompt) + list(answer)
+        self.prompt_len = len(prompt)
+        self.mode = mode
+        self.rng = random.Random(seed)
+
+    def lookup(self, context: Sequence[int], max_len: int, max_count: int) -> list[Draft]:
+        pos = len(context)
+        truth = tuple(self.full[pos : pos + max_len]) if self.full[:pos] == list(context) else ()
+        noise = tuple(self.rng.randrange(VOCAB) for _ in range(max_len))
+        if self.mode == "right" and truth:
+            return [Draft(truth, self.name, 4)]
+        if self.mode == "partial" and truth:
+            cut = self.rng.randrange(len(truth))
+            return [Draft(truth[:cut] + noise[: max_len - cut], self.name, 3), Draft(noise, self.name, 1)][:max_count]
+        return [Draft(noise, self.name, 4)]
+
+
+@pytest.mark.parametrize("mode", ["none", "right", "partial", "wrong"])
+@pytest.mark.parametrize("w,n,g", CONFIGS)
+def test_lookahead_equals_greedy(model, mode, w, n, g):
+    for i, prompt in enumerate(prompts(4, seed=w * 100 + n * 10 + g)):
+        want = greedy(model, DecodeRequest(prompt, max_new_tokens=40))
+        drafts = [] if mode == "none" else [Perturbed(prompt, want, mode, seed=i)]
+        cfg = LookaheadConfig(window=w, ngram=n, verify=g, prompt_drafts=mode != "none", jacobi=mode != "none")
+        for cost in (GPU, CPU):
+            got = LookaheadDecoder(model, cfg, cost).generate(DecodeRequest(prompt, 40, drafts=drafts))
+            assert got.token_ids == want, (mode, w, n, g, i)
+            assert got.stats.new_tokens == len(want)
+
+
+def test_right_drafts_take_fewer_passes(model):
+    prompt = prompts(1, seed=7)[0]
+    want = greedy(model, DecodeRequest(prompt, max_new_tokens=48))
+    got = LookaheadDecoder(model, LookaheadConfig(), GPU).generate(
+        DecodeRequest(prompt, 48, drafts=[Perturbed(prompt, want, "right")])
+    )
+    assert got.token_ids == want
+    assert got.stats.steps <= len(want) // 4
+    assert got.stats.hits_by_source["workspace"] > 0
+    assert got.stats.mean_accepted > 4
+
+
+def test_nothing_matching_is_plain_greedy_on_cpu(model):
+    """With the CPU cost model, hopeless drafts are not verified: every pass is one token."""
+    prompt = prompts(1, seed=8)[0]
+    cfg = LookaheadConfig(prompt_drafts=False)
+    got = LookaheadDecoder(model, cfg, CPU).generate(DecodeRequest(prompt, 24))
+    assert got.stats.tokens_in_passes == got.stats.steps
+
+
+@pytest.mark.parametrize("mode", ["right", "partial"])
+def test_eos_inside_an_accepted_draft(model, mode):
+    for i, prompt in enumerate(prompts(5, seed=11)):
+        full = greedy(model, DecodeRequest(prompt, max_new_tokens=30))
+        eos = frozenset({full[len(full) // 2]})
+        want = greedy(model, DecodeRequest(prompt, 30, eos_ids=eos))
+        assert len(want) < len(full)
+        req = DecodeRequest(prompt, 30, eos_ids=eos, drafts=[Perturbed(prompt, full, mode, seed=i)])
+        got = LookaheadDecoder(model, LookaheadConfig(), GPU).generate(req)
+        assert got.token_ids == want
+        assert got.stats.finish_reason == "eos"
+
+
+@pytest.mark.parametrize("limit", [1, 2, 3, 7, 8, 9])
+def test_max_new_tokens_inside_a_draft(model, limit):
+    prompt = prompts(1, seed=12)[0]
+    full = greedy(model, DecodeRequest(prompt, max_new_tokens=30))
+    got = LookaheadDecoder(model, LookaheadConfig(), GPU).generate(
+        DecodeRequest(prompt, limit, drafts=[Perturbed(prompt, full, "right")])
+    )
+    assert got.token_ids == full[:limit]
+    assert got.stats.finish_reason == "length"
+
+
+def test_stop_callback_drops_drafts_past_the_stop(model):
+    for i, prompt in enumerate(prompts(4, seed=13)):
+        full = greedy(model, DecodeRequest(prompt, max_new_tokens=30))
+        marker = full[len(full) // 3]
+
+        def stop(tokens: Sequence[int], marker: int = marker) -> int | None:
+            return tokens.index(marker) + 1 if marker in tokens else None
+
+        want = greedy(model, DecodeRequest(prompt, 30, stop=stop))
+        assert want == full[: full.index(marker) + 1]
+        req = DecodeRequest(prompt, 30, stop=stop, drafts=[Perturbed(prompt, full, "right", seed=i)])
+        got = LookaheadDecoder(model, LookaheadConfig(), GPU).generate(req)
+        assert got.token_ids == want
+        assert got.stats.finish_reason == "stop"
+
+
+class FirstTokenIn:
+    """A constraint: the first new token must be one of ``ids``."""
+
+    def __init__(self, ids: Sequence[int]) -> None:
+        self.ids = list(ids)
+
+    def allowed(self, generated: Sequence[int]) -> Sequence[int] | None:
+        return self.ids if not generated else None
+
+
+def test_constraint_applies_identically(model):
+    for i, prompt in enumerate(prompts(4, seed=14)):
+        free = greedy(model, DecodeRequest(prompt, max_new_tokens=20))
+        constraint = FirstTokenIn([t for t in range(VOCAB) if t % 7 == 3 and t != free[0]])
+        want = greedy(model, DecodeRequest(prompt, 20, constraint=constraint))
+        assert want[0] in constraint.ids
+        req = DecodeRequest(prompt, 20, constraint=constraint, drafts=[Perturbed(prompt, free, "right", seed=i)])
+        got = LookaheadDecoder(model, LookaheadConfig(), GPU).generate(req)
+        assert got.token_ids == want
+
+
+def test_prefix_reuse_gives_the_same_output(model):
+    base = prompts(1, seed=15)[0]
+    follow_ups = [base + [5, 6, 7], base[:-3], base + [5, 6, 7, 8, 9], base]
+    for decoder_cls in (GreedyDecoder, lambda m: LookaheadDecoder(m, LookaheadConfig(), GPU)):
+        warm = decoder_cls(model)
+        warm.generate(DecodeRequest(base, 16))
+        for prompt in follow_ups:
+            got = warm.generate(DecodeRequest(prompt, 16))
+            assert got.token_ids == greedy(model, DecodeRequest(prompt, 16))
+            assert got.stats.reused_tokens >= min(len(prompt), len(base) - 3) - 1
+            assert got.stats.prefilled_tokens == len(prompt) - got.stats.reused_tokens
+
+
+def test_workspace_index_drafts(model):
+    """An in-memory index holding the continuation elsewhere: drafts come from it and output stays greedy."""
+    prompt = prompts(1, seed=16)[0]
+    want = greedy(model, DecodeRequest(prompt, max_new_tokens=32))
+    index = TokenIndex([[1, 2, 3] + prompt[-6:] + want + [4, 5]])
+    got = LookaheadDecoder(model, LookaheadConfig(), GPU).generate(DecodeRequest(prompt, 32, drafts=[index]))
+    assert got.token_ids == want
+    assert got.stats.tokens_by_source["workspace"] > 0
+
+
+def test_cancellation_stops_between_steps(model):
+    cancel = CancelToken()
+    prompt = prompts(1, seed=17)[0]
+    calls = []
+
+    def stop(tokens: Sequence[int]) -> int | None:
+        calls.append(len(tokens))
+        if len(tokens) >= 5:
+            cancel.cancel()
+        return None
+
+    got = LookaheadDecoder(model, LookaheadConfig(), CPU).generate(DecodeRequest(prompt, 40, stop=stop, cancel=cancel))
+    assert got.stats.finish_reason == "cancelled"
+    assert 5 <= len(got.token_ids) < 40
+    cancel2 = CancelToken()
+    cancel2.cancel()
+    early = GreedyDecoder(model).generate(DecodeRequest(prompt, 40, cancel=cancel2))
+    assert early.token_ids == [] and early.stats.finish_reason == "cancelled"
