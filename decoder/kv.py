@@ -7,9 +7,11 @@ holds the keys and values of ``ids`` exactly, in order, at positions ``0 .. len(
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import cast
 
 import torch
 from transformers import DynamicCache
+from transformers.cache_utils import DynamicLayer
 
 
 def common_prefix_len(a: Sequence[int], b: Sequence[int]) -> int:
@@ -68,11 +70,13 @@ class PrefixKV:
             self.cache.crop(-(n_appended - len(offsets)))
         else:
             index = torch.tensor([start + o for o in offsets], dtype=torch.long)
-            for layer in self.cache.layers:
+            for any_layer in self.cache.layers:
+                layer = cast(DynamicLayer, any_layer)  # a plain DynamicCache holds DynamicLayers only
                 keys, values = layer.keys, layer.values
                 assert keys is not None and values is not None
                 index_dev = index.to(keys.device)
-                layer.keys = torch.cat([keys[..., :start, :], keys.index_select(-2, index_dev)], dim=-2)
-                layer.values = torch.cat([values[..., :start, :], values.index_select(-2, index_dev)], dim=-2)
+                new_keys = torch.cat([keys[..., :start, :], keys.index_select(-2, index_dev)], dim=-2)
+                new_values = torch.cat([values[..., :start, :], values.index_select(-2, index_dev)], dim=-2)
+                layer.keys, layer.values = new_keys, new_values
         del self.ids[start:]
         self.ids.extend(ids)

@@ -141,7 +141,9 @@ class _Run:
         cfg, gen, kv = self.cfg, self.gen, self.d.kv
         current = gen.tokens[-1]
         selection = select(self.drafts(), self.d.acceptance, self.d.cost, cfg.verify * (cfg.ngram - 1))
-        ranked = sorted(zip(selection.drafts, selection.probs), key=lambda dp: -sum(dp[1]))[: max(cfg.verify, 1)]
+        ranked = sorted(zip(selection.drafts, selection.probs, strict=True), key=lambda dp: -sum(dp[1]))[
+            : max(cfg.verify, 1)
+        ]
         tree = build_tree(current, [(d.tokens, d.source, p) for d, p in ranked])
         start = kv.cache.get_seq_length()
         if len(tree) == 1:
@@ -194,7 +196,7 @@ class _Run:
 
 def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
     n = 0
-    for x, y in zip(a, b):
+    for x, y in zip(a, b, strict=False):
         if x != y:
             break
         n += 1

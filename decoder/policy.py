@@ -59,7 +59,7 @@ class CostModel:
             times.append(best)
         base = times[0]
         points, top = [], 0.0
-        for n, t in zip(sizes, times):
+        for n, t in zip(sizes, times, strict=True):
             top = max(top, t / base)  # cost never falls with more tokens
             points.append((n, top))
         return cls(tuple(points))

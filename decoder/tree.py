@@ -81,7 +81,9 @@ def verify(
     Returns the accepted node indices (root excluded) and the model's next token after them.
     """
     kids = tree.children()
-    node, path, tokens = 0, [], []
+    node = 0
+    path: list[int] = []
+    tokens: list[int] = []
     while True:
         nxt = choose(logits[node], tokens)
         child = kids[node].get(nxt)
