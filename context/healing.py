@@ -1,0 +1,220 @@
+"""Token healing: end the prompt on a token boundary before the cursor and make the model re-type the rest.
+
+A cursor inside a token (``stdout=subpr|``) leaves the prompt ending on a token the model rarely saw there
+(``=sub`` + ``pr``): it then struggles to continue the word. Healing removes the last tokens from the prompt's
+prefix and constrains the first generated tokens to agree with the removed characters, so the model picks the
+natural tokenization (``=`` + ``subprocess``) itself; :func:`strip_healed` drops the re-typed characters again.
+
+What is removed (decided here, at most :data:`MAX_TOKENS` tokens and :data:`MAX_CHARS` characters):
+- nothing when the last token holds a line break: a line start is a natural boundary;
+- the last token otherwise, including a whitespace-only one: the indentation of a blank line
+  (``ĠĠĠĠĠĠĠĠ``) is never followed by a word in training text (that is ``ĠĠĠĠĠĠĠ`` + ``Ġreturn``);
+- and the token before it when the two split a word (``=sub`` + ``pr``), or when the last token alone is not
+  valid UTF-8 (a character split across tokens).
+
+Token texts are compared as bytes (byte-level BPE tokens can hold part of a character). A
+:class:`VocabIndex` per tokenizer keeps the vocabulary's token bytes sorted, so the tokens compatible with the
+removed text are a binary-searched range plus a few exact look-ups.
+"""
+
+from __future__ import annotations
+
+import bisect
+import functools
+import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+MAX_TOKENS = 2
+MAX_CHARS = 16
+TAIL_CHARS = 512  # text healing tokenizes only this much of the prefix's last line
+
+
+@functools.cache
+def _byte_decoder() -> dict[str, int]:
+    """GPT-2's byte-level alphabet, inverted: the printable stand-in character -> the byte it encodes."""
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    chars = list(printable)
+    extra = 0
+    for byte in range(256):
+        if byte not in printable:
+            printable.append(byte)
+            chars.append(256 + extra)
+            extra += 1
+    return {chr(c): b for b, c in zip(printable, chars, strict=True)}
+
+
+def _token_bytes(token: str, table: dict[str, int]) -> bytes | None:
+    try:
+        return bytes(table[c] for c in token)
+    except KeyError:
+        return None
+
+
+def _successor(key: bytes) -> bytes:
+    """The smallest byte string greater than every string that starts with ``key`` (``key`` not all 0xff)."""
+    stem = key.rstrip(b"\xff")
+    return stem[:-1] + bytes([stem[-1] + 1])
+
+
+class VocabIndex:
+    """A tokenizer's vocabulary as bytes: each id's bytes, and the ids sorted by their bytes."""
+
+    def __init__(self, token_bytes: Sequence[bytes]) -> None:
+        self._bytes = list(token_bytes)
+        pairs = sorted((b, i) for i, b in enumerate(self._bytes) if b)
+        self._keys = [b for b, _ in pairs]
+        self._ids = [i for _, i in pairs]
+        self._exact: dict[bytes, list[int]] = {}
+        for b, i in pairs:
+            self._exact.setdefault(b, []).append(i)
+        self._compatible_cache: dict[bytes, tuple[int, ...]] = {}
+
+    @classmethod
+    def from_tokenizer(cls, tokenizer: Any) -> VocabIndex:
+        """Built from a byte-level BPE tokenizer (Qwen2's); added and special tokens are left out (empty)."""
+        table = _byte_decoder()
+        vocab: dict[str, int] = tokenizer.get_vocab()
+        added = set(getattr(tokenizer, "added_tokens_decoder", {}) or {})
+        out = [b""] * (max(vocab.values()) + 1)
+        for token, index in vocab.items():
+            if index not in added:
+                out[index] = _token_bytes(token, table) or b""
+        return cls(out)
+
+    def token_bytes(self, token_id: int) -> bytes:
+        return self._bytes[token_id] if 0 <= token_id < len(self._bytes) else b""
+
+    def compatible(self, remaining: bytes) -> tuple[int, ...]:
+        """Ids whose bytes start with ``remaining`` or are a non-empty prefix of it (sorted, cached)."""
+        cached = self._compatible_cache.get(remaining)
+        if cached is not None:
+            return cached
+        low = bisect.bisect_left(self._keys, remaining)
+        high = bisect.bisect_left(self._keys, _successor(remaining)) if remaining.strip(b"\xff") else len(self._keys)
+        found = set(self._ids[low:high])
+        for length in range(1, len(remaining)):
+            found.update(self._exact.get(remaining[:length], ()))
+        result = tuple(sorted(found))
+        if len(self._compatible_cache) > 4096:
+            self._compatible_cache.clear()
+        self._compatible_cache[remaining] = result
+        return result
+
+
+_INDEXES: weakref.WeakKeyDictionary[Any, VocabIndex] = weakref.WeakKeyDictionary()
+
+
+def vocab_index(tokenizer: Any) -> VocabIndex:
+    """The :class:`VocabIndex` of ``tokenizer``, built once per tokenizer object."""
+    index = _INDEXES.get(tokenizer)
+    if index is None:
+        index = VocabIndex.from_tokenizer(tokenizer)
+        _INDEXES[tokenizer] = index
+    return index
+
+
+@dataclass(frozen=True)
+class Healing:
+    """The prefix backed up to a token boundary: ``removed_text`` is what the model has to re-type."""
+
+    removed_text: str = ""
+    kept_ids: tuple[int, ...] | None = None  # when healing token ids
+    kept_text: str | None = None  # when healing text
+
+    @property
+    def healed(self) -> bool:
+        return bool(self.removed_text)
+
+
+def _is_word_char(char: str) -> bool:
+    return char.isalnum() or char == "_"
+
+
+def _removal(token_texts: Sequence[bytes]) -> int:
+    """How many trailing tokens to remove (0 to :data:`MAX_TOKENS`), given the bytes of the last tokens."""
+    if not token_texts:
+        return 0
+    count = 0
+    removed = b""
+    for raw in reversed(token_texts[-MAX_TOKENS:]):
+        if not raw or b"\n" in raw or b"\r" in raw or len((raw + removed).decode("utf-8", "replace")) > MAX_CHARS:
+            break
+        candidate = raw + removed
+        if count == 1:
+            try:
+                last_text = removed.decode("utf-8")
+            except UnicodeDecodeError:
+                last_text = ""
+            prev_text = raw.decode("utf-8", "replace")
+            splits_word = bool(last_text) and _is_word_char(last_text[0]) and _is_word_char(prev_text[-1])
+            if last_text and not splits_word:
+                break
+        count, removed = count + 1, candidate
+    try:
+        removed.decode("utf-8")
+    except UnicodeDecodeError:
+        return 0
+    return count
+
+
+def heal_ids(tokenizer: Any, prefix_ids: Sequence[int]) -> Healing:
+    """Heal a tokenized prefix: drop its last tokens per the rules above."""
+    vocab = vocab_index(tokenizer)
+    tail = [vocab.token_bytes(i) for i in prefix_ids[-MAX_TOKENS:]]
+    count = _removal(tail)
+    if count == 0:
+        return Healing(kept_ids=tuple(prefix_ids))
+    removed = b"".join(tail[len(tail) - count :]).decode("utf-8")
+    return Healing(removed_text=removed, kept_ids=tuple(prefix_ids[: len(prefix_ids) - count]))
+
+
+def heal_text(tokenizer: Any, prefix: str) -> Healing:
+    """Heal a prefix given as text (only the tail of its last line is tokenized)."""
+    start = max(prefix.rfind("\n") + 1, len(prefix) - TAIL_CHARS)
+    tail_ids = tokenizer.encode(prefix[start:], add_special_tokens=False, split_special_tokens=True)
+    removed = heal_ids(tokenizer, tail_ids).removed_text
+    return Healing(removed_text=removed, kept_text=prefix[: len(prefix) - len(removed)])
+
+
+def heal(tokenizer: Any, prefix: str | Sequence[int]) -> Healing:
+    """:func:`heal_text` for a string, :func:`heal_ids` for token ids."""
+    return heal_text(tokenizer, prefix) if isinstance(prefix, str) else heal_ids(tokenizer, prefix)
+
+
+@dataclass
+class HealingConstraint:
+    """A :class:`~decoder.types.TokenConstraint`: the first tokens must re-type ``removed_text``."""
+
+    vocab: VocabIndex
+    removed_text: str
+    _target: bytes = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._target = self.removed_text.encode("utf-8")
+
+    def allowed(self, generated: Sequence[int]) -> Sequence[int] | None:
+        covered = 0
+        for token in generated:
+            covered += len(self.vocab.token_bytes(token))
+            if covered >= len(self._target):
+                return None
+        if covered >= len(self._target):
+            return None
+        return self.vocab.compatible(self._target[covered:])
+
+
+def healing_constraint(tokenizer: Any, healing: Healing) -> HealingConstraint | None:
+    """The constraint for ``healing``, or ``None`` when nothing was removed."""
+    return HealingConstraint(vocab_index(tokenizer), healing.removed_text) if healing.healed else None
+
+
+def strip_healed(completion: str, removed_text: str) -> str:
+    """The completion from the cursor on: without the re-typed ``removed_text``.
+
+    A completion that does not start with it (shorter, or diverging before the cursor) has nothing to insert.
+    """
+    if completion.startswith(removed_text):
+        return completion[len(removed_text) :]
+    return ""

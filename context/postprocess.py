@@ -1,0 +1,268 @@
+"""Where a completion's text must stop, while decoding and after it: stop rules on text, the StopFn adapter, trim.
+
+Rules, by the :class:`~context.syntax.CompletionShape` at the cursor (all are pure functions of the text):
+- ``"line"``: stop at the first line break; in the middle of a line also where the completion reaches the rest
+  of the line (its remaining text starts with that rest at bracket depth 0: cut before it);
+- ``"block"``: stop where a line dedents out of the enclosing block (indentation languages, outside brackets),
+  where a new unindented line follows a blank line at the top level, and where the completion starts
+  repeating the next non-blank lines after the cursor;
+- any shape: stop before a closing bracket that the completion did not open and that the code before the cursor
+  does not leave open (it is already there after the cursor); a block the cursor opens, still unclosed in the
+  document, ends with the line that closes it.
+
+:meth:`StopRules.check` only reports cuts that more text cannot undo, so it is safe to call after every step;
+:func:`trim` applies the rules to the final text (its last line counts as complete) and tidies the result.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+
+from context.healing import strip_healed
+from context.languages import LanguageSpec
+from context.syntax import CompletionShape, bracket_events, indent_width
+from decoder.types import StopFn
+
+REPEAT_LINES = 2  # suffix lines compared when the first one is too short to be telling
+MIN_TELLING_LINE = 8  # a suffix line this long (stripped, with a letter or digit) is telling on its own
+
+
+@dataclass(frozen=True)
+class _Brackets:
+    """Bracket depth of a completion at any index (depth counts the completion's own brackets from 0)."""
+
+    indices: list[int]
+    depths: list[int]  # depth after each event
+
+    def depth_at(self, index: int) -> int:
+        """Depth just before ``text[index]``."""
+        k = bisect.bisect_left(self.indices, index)
+        return self.depths[k - 1] if k else 0
+
+
+def _brackets(text: str, shape: CompletionShape) -> _Brackets:
+    indices: list[int] = []
+    depths: list[int] = []
+    depth = 0
+    for index, delta in bracket_events(text, shape.spec):
+        depth += delta
+        indices.append(index)
+        depths.append(depth)
+    return _Brackets(indices, depths)
+
+
+@dataclass(frozen=True)
+class _Line:
+    start: int
+    text: str
+    complete: bool  # a line break follows (or the completion is final)
+
+
+def _lines(text: str, final: bool) -> list[_Line]:
+    out: list[_Line] = []
+    start = 0
+    for part in text.split("\n"):
+        end = start + len(part)
+        out.append(_Line(start, part.rstrip("\r"), final or end < len(text)))
+        start = end + 1
+    return out
+
+
+def _telling(line: str) -> bool:
+    stripped = line.strip()
+    return len(stripped) >= MIN_TELLING_LINE and any(c.isalnum() for c in stripped)
+
+
+@dataclass(frozen=True)
+class StopRules:
+    """The stop rules for one completion: the shape at the cursor and the document text after it."""
+
+    shape: CompletionShape
+    suffix: str = ""
+
+    @cached_property
+    def rest_key(self) -> str:
+        return self.shape.line_rest.strip()
+
+    @cached_property
+    def next_lines(self) -> list[str]:
+        """The first non-blank lines after the cursor's line, stripped (what a block must not repeat)."""
+        after_line = self.suffix.split("\n", 1)[1] if "\n" in self.suffix else ""
+        found: list[str] = []
+        for line in after_line.split("\n"):
+            if line.strip():
+                found.append(line.strip())
+                if len(found) == REPEAT_LINES:
+                    break
+        return found
+
+    def check(self, completion: str) -> int | None:
+        """The char index where ``completion`` must be cut, or ``None`` to go on decoding."""
+        return _find_cut(completion, self, final=False)
+
+    def final_cut(self, completion: str) -> int:
+        """Like :meth:`check` for a finished completion: its last line is complete; no cut is its length."""
+        cut = _find_cut(completion, self, final=True)
+        return len(completion) if cut is None else cut
+
+
+def _first(*cuts: int | None) -> int | None:
+    found = [c for c in cuts if c is not None]
+    return min(found) if found else None
+
+
+def _find_cut(text: str, rules: StopRules, final: bool) -> int | None:
+    shape = rules.shape
+    if shape.kind == "line":
+        newline = _first(*(i for i in (text.find("\n"), text.find("\r")) if i >= 0))
+        line = text if newline is None else text[:newline]
+        brackets = _brackets(line, shape)
+        return _first(
+            newline,
+            _closer_cut(line, shape, brackets, final),
+            _rest_cut(line, rules, brackets, final or newline is not None),
+        )
+    brackets = _brackets(text, shape)
+    return _first(_closer_cut(text, shape, brackets, final), _block_line_cut(text, rules, brackets, final))
+
+
+def _closer_cut(text: str, shape: CompletionShape, brackets: _Brackets, final: bool) -> int | None:
+    """Before a closing bracket that was not pending; after the line closing the pending ones of a block."""
+    floor = -shape.may_close
+    for index, depth in zip(brackets.indices, brackets.depths, strict=True):
+        if depth < floor:
+            line_start = text.rfind("\n", 0, index) + 1
+            return line_start if not text[line_start:index].strip() else index
+        if depth == floor and floor < 0 and shape.kind == "block":
+            newline = text.find("\n", index)
+            if newline >= 0:
+                return newline
+            return len(text) if final else None
+    return None
+
+
+def _rest_cut(line: str, rules: StopRules, brackets: _Brackets, line_done: bool) -> int | None:
+    """Where a mid-line completion reaches the rest of the line (at the completion's bracket depth 0)."""
+    key = rules.rest_key
+    if not key:
+        return None
+    spec = rules.shape.spec
+    found = line.find(key)
+    while found >= 0:
+        if brackets.depth_at(found) == 0 and _in_code(line, found, spec):
+            return _before_space(line, found, rules.shape)
+        found = line.find(key, found + 1)
+    if not line_done:
+        return None
+    for index in range(len(line)):  # a finished line whose tail is the start of the rest: drop the tail
+        tail = line[index:].lstrip()
+        if tail and key.startswith(tail) and brackets.depth_at(index) == 0 and _in_code(line, index, spec):
+            return _before_space(line, index, rules.shape)
+    return None
+
+
+def _in_code(text: str, index: int, spec: LanguageSpec) -> bool:
+    """Whether ``text[index]`` is code (not in a string or comment): a bracket put there would count."""
+    events = list(bracket_events(text[:index] + "(", spec))
+    return bool(events) and events[-1][0] == index
+
+
+def _before_space(line: str, index: int, shape: CompletionShape) -> int:
+    """Cut at ``index``, also before spaces there when the rest of the line starts with its own space."""
+    if shape.line_rest[:1].isspace():
+        return len(line[:index].rstrip(" \t"))
+    return index
+
+
+def _block_line_cut(text: str, rules: StopRules, brackets: _Brackets, final: bool) -> int | None:
+    shape = rules.shape
+    width = indent_width(shape.indent)
+    lines = _lines(text, final)
+    for k, line in enumerate(lines):
+        if not line.text.strip():
+            continue
+        outside_brackets = brackets.depth_at(line.start) <= 0
+        if k and outside_brackets and not shape.spec.braces and indent_width(line.text) < width:
+            return line.start
+        if k and outside_brackets and width == 0 and not line.text[0].isspace() and not lines[k - 1].text.strip():
+            return line.start
+        if _repeats_suffix(lines, k, rules.next_lines):
+            return line.start
+    return None
+
+
+def _repeats_suffix(lines: list[_Line], k: int, next_lines: list[str]) -> bool:
+    """Whether the completion's lines from ``k`` on are the next lines after the cursor."""
+    if not next_lines:
+        return False
+    wanted = next_lines[:1] if _telling(next_lines[0]) else next_lines
+    got = [line for line in lines[k:] if line.text.strip()][: len(wanted)]
+    return len(got) == len(wanted) and all(
+        line.complete and line.text.strip() == want for line, want in zip(got, wanted, strict=True)
+    )
+
+
+def _balanced_prefix(text: str, shape: CompletionShape) -> str:
+    """``text`` cut back to its last line end at bracket depth 0 when it ends inside brackets it opened."""
+    brackets = _brackets(text, shape)
+    if not brackets.depths or brackets.depths[-1] <= 0:
+        return text
+    newline = text.rfind("\n")
+    while newline > 0:
+        if brackets.depth_at(newline) <= 0 and text[:newline].strip():
+            return text[:newline]
+        newline = text.rfind("\n", 0, newline)
+    return text
+
+
+def trim(completion: str, shape: CompletionShape, suffix: str = "", *, truncated: bool = False) -> str:
+    """The completion to insert: cut at the stop point, tidy, never repeating what follows the cursor.
+
+    ``truncated``: decoding ended on the token limit, so a multi-line completion's last line is dropped.
+    """
+    text = completion[: StopRules(shape, suffix).final_cut(completion)]
+    if shape.kind == "line":
+        return text.rstrip(" \t") if not shape.line_rest or shape.line_rest[:1].isspace() else text
+    if truncated and "\n" in text.strip("\n"):
+        text = text[: text.rstrip("\n").rfind("\n")]
+    text = _balanced_prefix(text.rstrip(), shape)
+    if shape.line_rest.strip() and "\n" in text:  # a block filled in before a closer on the cursor's line
+        text += "\n" + shape.line_indent
+    return text
+
+
+def _tokens_to_keep(decode: Callable[[Sequence[int]], str], tokens: Sequence[int], chars: int) -> int:
+    """The fewest leading tokens whose text reaches ``chars`` characters (the token crossing the cut included)."""
+    low, high = 0, len(tokens)
+    while low < high:
+        mid = (low + high) // 2
+        if len(decode(tokens[:mid])) >= chars:
+            high = mid
+        else:
+            low = mid + 1
+    return low
+
+
+def make_stop_fn(decode: Callable[[Sequence[int]], str], rules: StopRules, healed_text: str = "") -> StopFn:
+    """Adapt ``rules`` to the decoder's :data:`~decoder.types.StopFn` (tokens in, tokens to keep out).
+
+    ``healed_text``: characters before the cursor that token healing removed from the prompt; the generated
+    text starts with them, and the rules apply to what follows. The text is decoded whole at each step
+    (cheap for a few hundred tokens) and checked only when it grew.
+    """
+    last = {"length": -1}
+
+    def stop(tokens: Sequence[int]) -> int | None:
+        text = decode(tokens)
+        if len(text) == last["length"] or len(text) < len(healed_text):
+            return None
+        last["length"] = len(text)
+        cut = rules.check(strip_healed(text, healed_text))
+        if cut is None:
+            return None
+        return _tokens_to_keep(decode, tokens, len(healed_text) + cut)
+
+    return stop

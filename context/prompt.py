@@ -1,0 +1,316 @@
+"""The Qwen2.5-Coder prompt for one completion, within an exact token budget and in a stable layout.
+
+Repository-level fill-in-the-middle (Qwen2.5-Coder technical report, "Repo-Level FIM format")::
+
+    <|repo_name|>{repo}\\n
+    <|file_sep|>{path}\\n{snippet}\\n          (context sections, ordered by path and line)
+    <|file_sep|>{current path}\\n<|fim_prefix|>{prefix}<|fim_suffix|>{suffix}<|fim_middle|>
+
+Every part is tokenized on its own and the ids concatenated, so each part's count is exact and adding a
+character at the cursor changes only the tail of the prefix: the context sections and the head of the prefix
+keep their token ids and the decoder's KV prefix reuse hits. For that the prefix starts on a line whose number
+is a multiple of ``PromptBudget.snap_lines`` (the start moves only every few lines of typing), and room the
+prefix and suffix leave unused reaches the context in steps of ``PromptBudget.context_quantum`` tokens.
+
+The prompt never exceeds ``PromptBudget.total``: the fixed tokens (special tokens, repo name, path) first; of
+the rest the prefix gets up to ``prefix_share`` (cut at its start, on a line boundary where possible), the
+suffix up to ``suffix_share`` (cut at its end), the context sections the remainder (best-scored snippets first,
+the last one cut at a line boundary).
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from context.healing import Healing, heal_ids
+from context.snippets import Snippet
+
+Layout = Literal["psm"]
+CHARS_PER_TOKEN = 8  # generous: a char window of cap * 8 holds at least cap tokens of ordinary code
+MIN_SECTION_TOKENS = 16  # a context section cut to fewer tokens than this is left out
+
+SPECIAL_TOKENS = ("<|repo_name|>", "<|file_sep|>", "<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>")
+
+
+@dataclass(frozen=True)
+class PromptBudget:
+    """Token budget of a prompt. Defaults suit a CPU (a cold 1536-token prefill costs seconds there; later
+    keystrokes reuse the KV cache): half the free room for the code before the cursor, which matters most,
+    a sixth for the code after it, the rest for snippets from other files."""
+
+    total: int = 1536
+    prefix_share: float = 0.5
+    suffix_share: float = 0.16
+    snap_lines: int = 8
+    context_quantum: int = 128
+
+    def __post_init__(self) -> None:
+        if self.total <= 0 or self.snap_lines <= 0 or self.context_quantum <= 0:
+            raise ValueError("prompt budget: total, snap_lines and context_quantum must be positive")
+        if not (self.prefix_share >= 0 and self.suffix_share >= 0 and self.prefix_share + self.suffix_share <= 1):
+            raise ValueError("prompt budget: shares must be >= 0 and prefix_share + suffix_share <= 1")
+
+
+@dataclass(frozen=True)
+class PromptInput:
+    """One completion request: the document, the cursor (a ``str`` index) and the chosen snippets."""
+
+    path: str
+    text: str
+    offset: int
+    repo_name: str = ""
+    snippets: Sequence[Snippet] = ()
+
+
+@dataclass(frozen=True)
+class BuiltPrompt:
+    """The prompt's ids and what went into them."""
+
+    token_ids: list[int]
+    suffix_ids: list[int]  # the suffix part alone: a draft source for the decoder
+    prefix_text: str  # the code before the cursor that the prompt holds (after healing)
+    suffix_text: str
+    sections: tuple[Snippet, ...]  # context sections as included (cut ones hold the kept text)
+    counts: dict[str, int]  # tokens per part: header, context, prefix, suffix, total
+    layout: Layout = "psm"
+    healing: Healing | None = None
+
+    @property
+    def healed_text(self) -> str:
+        """Characters before the cursor that healing removed: the completion re-types them first."""
+        return self.healing.removed_text if self.healing else ""
+
+
+class PromptTooSmall(ValueError):
+    """The budget cannot even hold the fixed tokens (special tokens, repo name, path)."""
+
+
+@dataclass
+class _Fitted:
+    ids: list[int]
+    text: str
+
+
+class PromptBuilder:
+    """Builds prompts for one tokenizer; caches the token ids of context sections across keystrokes."""
+
+    def __init__(
+        self,
+        tokenizer: Any,
+        budget: PromptBudget | None = None,
+        layout: Layout = "psm",
+        heal: bool = False,
+        cache_size: int = 256,
+    ) -> None:
+        if layout not in _LAYOUTS:
+            raise ValueError(f"unknown prompt layout {layout!r}; known: {', '.join(_LAYOUTS)}")
+        self.tokenizer = tokenizer
+        self.budget = budget or PromptBudget()
+        self.layout: Layout = layout
+        self.heal = heal
+        self._special = {name: _special_id(tokenizer, name) for name in SPECIAL_TOKENS}
+        self._cache: OrderedDict[str, list[int]] = OrderedDict()
+        self._cache_size = cache_size
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of plain text (special-token strings in it stay text)."""
+        return list(self.tokenizer.encode(text, add_special_tokens=False, split_special_tokens=True))
+
+    def _encode_cached(self, text: str) -> list[int]:
+        ids = self._cache.get(text)
+        if ids is None:
+            ids = self.encode(text)
+            self._cache[text] = ids
+            if len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
+        else:
+            self._cache.move_to_end(text)
+        return ids
+
+    def _offsets(self, text: str) -> list[int]:
+        """Start offset (in ``text``) of each token of ``text``."""
+        encoded = self.tokenizer(text, add_special_tokens=False, split_special_tokens=True, return_offsets_mapping=True)
+        return [start for start, _ in encoded["offset_mapping"]]
+
+    def build(self, request: PromptInput) -> BuiltPrompt:
+        budget = self.budget
+        offset = max(0, min(request.offset, len(request.text)))
+        header = self._header(request.repo_name)
+        file_header = [self._special["<|file_sep|>"], *self._encode_cached(request.path + "\n")]
+        fixed = len(header) + len(file_header) + 3  # + fim_prefix, fim_suffix, fim_middle
+        available = budget.total - fixed
+        if available < 0:
+            raise PromptTooSmall(f"a budget of {budget.total} tokens cannot hold the {fixed} fixed tokens")
+        prefix_cap = int(available * budget.prefix_share)
+        suffix_cap = int(available * budget.suffix_share)
+        prefix = self._fit_prefix(request.text[:offset], prefix_cap)
+        suffix = self._fit_suffix(request.text[offset:], suffix_cap)
+        healing = None
+        if self.heal:
+            healing = heal_ids(self.tokenizer, prefix.ids)
+            prefix = _Fitted(list(healing.kept_ids or ()), prefix.text[: len(prefix.text) - len(healing.removed_text)])
+        unused = prefix_cap - len(prefix.ids) + suffix_cap - len(suffix.ids)
+        context_cap = available - prefix_cap - suffix_cap + unused // budget.context_quantum * budget.context_quantum
+        sections, context_ids = self._fit_sections(request.snippets, context_cap)
+        parts = _Parts(header, context_ids, file_header, prefix.ids, suffix.ids, self._special)
+        ids = _LAYOUTS[self.layout](parts)
+        counts = {
+            "header": len(header) + len(file_header) + 3,
+            "context": len(context_ids),
+            "prefix": len(prefix.ids),
+            "suffix": len(suffix.ids),
+            "total": len(ids),
+        }
+        return BuiltPrompt(ids, suffix.ids, prefix.text, suffix.text, sections, counts, self.layout, healing)
+
+    def _header(self, repo_name: str) -> list[int]:
+        if not repo_name:
+            return []
+        return [self._special["<|repo_name|>"], *self._encode_cached(repo_name + "\n")]
+
+    def _fit_prefix(self, text: str, cap: int) -> _Fitted:
+        """The longest tail of ``text`` within ``cap`` tokens, starting on a snapped line where possible."""
+        window_start = _line_start_at_or_after(text, max(0, len(text) - cap * CHARS_PER_TOKEN))
+        if window_start == 0:
+            ids = self.encode(text)
+            if len(ids) <= cap:
+                return _Fitted(ids, text)
+        window = text[window_start:]
+        starts = self._offsets(window)
+        first_line = text.count("\n", 0, window_start)
+        line_starts = [window_start] + [window_start + i + 1 for i, c in enumerate(window) if c == "\n"]
+        snapped = [p for n, p in enumerate(line_starts, first_line) if n % self.budget.snap_lines == 0]
+        for candidates in (snapped, line_starts):
+            fitted = self._first_fit(text, candidates, starts, window_start, cap)
+            if fitted is not None:
+                return fitted
+        token_starts = [window_start + s for s in starts]
+        return self._first_fit(text, token_starts, starts, window_start, cap) or _Fitted([], "")
+
+    def _first_fit(
+        self, text: str, candidates: list[int], starts: list[int], window_start: int, cap: int
+    ) -> _Fitted | None:
+        """The earliest start in ``candidates`` whose tail of ``text`` fits ``cap`` (estimated, then exact)."""
+        for position in candidates:
+            estimate = len(starts) - bisect.bisect_left(starts, position - window_start)
+            if estimate > cap + 2:
+                continue
+            ids = self.encode(text[position:])
+            if len(ids) <= cap:
+                return _Fitted(ids, text[position:])
+        return None
+
+    def _fit_suffix(self, text: str, cap: int) -> _Fitted:
+        """The longest head of ``text`` within ``cap`` tokens, ending at a line end where possible."""
+        window = text[: cap * CHARS_PER_TOKEN]
+        ids = self.encode(window)
+        if len(ids) <= cap and len(window) == len(text):
+            return _Fitted(ids, text)
+        starts = self._offsets(window)
+        line_ends = [i + 1 for i in range(len(window) - 1, -1, -1) if window[i] == "\n"]
+        token_ends = [starts[k] for k in range(min(cap, len(starts) - 1), 0, -1)]
+        for end in (*line_ends, *token_ends):
+            if bisect.bisect_left(starts, end) > cap + 2:
+                continue
+            ids = self.encode(window[:end])
+            if len(ids) <= cap:
+                return _Fitted(ids, window[:end])
+        return _Fitted([], "")
+
+    def _fit_sections(self, snippets: Sequence[Snippet], cap: int) -> tuple[tuple[Snippet, ...], list[int]]:
+        """Best-scored snippets first while they fit; then ordered by path and line for a stable prompt."""
+        chosen: list[tuple[Snippet, list[int]]] = []
+        room = cap
+        for snippet in sorted(snippets, key=lambda s: (-s.score, s.path, s.start_line)):
+            ids = self._section_ids(snippet)
+            if len(ids) > room:
+                cut = self._cut_section(snippet, room)
+                if cut is None:
+                    continue
+                snippet, ids = cut
+            chosen.append((snippet, ids))
+            room -= len(ids)
+        chosen.sort(key=lambda pair: (pair[0].path, pair[0].start_line))
+        return tuple(s for s, _ in chosen), [i for _, ids in chosen for i in ids]
+
+    def _section_ids(self, snippet: Snippet) -> list[int]:
+        body = snippet.text if snippet.text.endswith("\n") else snippet.text + "\n"
+        return [self._special["<|file_sep|>"], *self._encode_cached(f"{snippet.path}\n{body}")]
+
+    def _cut_section(self, snippet: Snippet, room: int) -> tuple[Snippet, list[int]] | None:
+        """``snippet`` cut to its first lines that fit ``room`` tokens, or ``None`` if too little would remain."""
+        if room < MIN_SECTION_TOKENS:
+            return None
+        lines = snippet.text.splitlines(keepends=True)
+        low, high = 0, len(lines)  # the most lines that fit, by bisection on the line count
+        while low < high:
+            mid = (low + high + 1) // 2
+            if len(self._section_ids(_with_text(snippet, "".join(lines[:mid])))) <= room:
+                low = mid
+            else:
+                high = mid - 1
+        if low == 0:
+            return None
+        cut = _with_text(snippet, "".join(lines[:low]))
+        ids = self._section_ids(cut)
+        return (cut, ids) if len(ids) >= MIN_SECTION_TOKENS else None
+
+
+def _with_text(snippet: Snippet, text: str) -> Snippet:
+    return Snippet(snippet.path, text, snippet.score, snippet.start_line)
+
+
+def _line_start_at_or_after(text: str, position: int) -> int:
+    if position <= 0:
+        return 0
+    newline = text.find("\n", position - 1)
+    return position if newline < 0 else newline + 1
+
+
+def _special_id(tokenizer: Any, token: str) -> int:
+    token_id = tokenizer.convert_tokens_to_ids(token)
+    if not isinstance(token_id, int) or token_id == getattr(tokenizer, "unk_token_id", None):
+        raise ValueError(f"the tokenizer has no {token} token: not a Qwen2.5-Coder tokenizer")
+    return token_id
+
+
+@dataclass
+class _Parts:
+    header: list[int]
+    context: list[int]
+    file_header: list[int]
+    prefix: list[int]
+    suffix: list[int]
+    special: dict[str, int] = field(default_factory=dict)
+
+
+def _psm(parts: _Parts) -> list[int]:
+    s = parts.special
+    return [
+        *parts.header,
+        *parts.context,
+        *parts.file_header,
+        s["<|fim_prefix|>"],
+        *parts.prefix,
+        s["<|fim_suffix|>"],
+        *parts.suffix,
+        s["<|fim_middle|>"],
+    ]
+
+
+_LAYOUTS: dict[str, Callable[[_Parts], list[int]]] = {"psm": _psm}
+
+
+def build_prompt(
+    tokenizer: Any,
+    request: PromptInput,
+    budget: PromptBudget | None = None,
+    layout: Layout = "psm",
+    heal: bool = False,
+) -> BuiltPrompt:
+    """One prompt (no caching across calls; keep a :class:`PromptBuilder` for that)."""
+    return PromptBuilder(tokenizer, budget, layout, heal).build(request)

@@ -1,0 +1,251 @@
+"""Snippets from other files, ranked by relevance to the code around the cursor (BM25 over line windows).
+
+Each document is cut into windows of :data:`CHUNK_LINES` lines every :data:`CHUNK_STRIDE` lines (they overlap,
+so code near a window edge is still found whole). A window's terms are its identifiers (lower-cased, split at
+``snake_case`` and ``camelCase`` boundaries too, keywords and very short names left out). The index is an
+inverted one updated per document (adding or removing a document touches only its windows), so a query costs
+time in proportion to the postings of the query's terms, not to the workspace: fine for every keystroke.
+
+Order is deterministic: score, then path, then line. Overlapping windows of one file are merged into the best.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from dataclasses import dataclass
+
+CHUNK_LINES = 30
+CHUNK_STRIDE = 15
+K1 = 1.2
+B = 0.75
+MAX_QUERY_TERMS = 64
+COMMON_FRACTION = 0.5  # in an index of COMMON_MIN_CHUNKS windows or more, terms in more than this fraction
+COMMON_MIN_CHUNKS = 100  # of them are skipped (low idf, long postings)
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
+_STOPWORDS = frozenset(
+    [
+        "and",
+        "as",
+        "assert",
+        "async",
+        "await",
+        "break",
+        "case",
+        "catch",
+        "char",
+        "class",
+        "const",
+        "continue",
+        "def",
+        "default",
+        "del",
+        "do",
+        "elif",
+        "else",
+        "enum",
+        "except",
+        "export",
+        "extends",
+        "false",
+        "final",
+        "finally",
+        "fn",
+        "for",
+        "from",
+        "func",
+        "function",
+        "go",
+        "if",
+        "impl",
+        "import",
+        "in",
+        "int",
+        "interface",
+        "is",
+        "let",
+        "match",
+        "mod",
+        "mut",
+        "new",
+        "nil",
+        "none",
+        "not",
+        "null",
+        "or",
+        "package",
+        "pass",
+        "pub",
+        "raise",
+        "return",
+        "self",
+        "static",
+        "str",
+        "struct",
+        "super",
+        "switch",
+        "this",
+        "throw",
+        "throws",
+        "true",
+        "try",
+        "type",
+        "typeof",
+        "use",
+        "var",
+        "void",
+        "while",
+        "with",
+        "yield",
+    ]
+)
+
+
+@dataclass(frozen=True)
+class Snippet:
+    """A piece of a file for the prompt's context: ``start_line`` is 0-based."""
+
+    path: str
+    text: str
+    score: float
+    start_line: int
+
+
+def terms(text: str) -> list[str]:
+    """The BM25 terms of ``text``: identifiers and their sub-words, lower-cased, without keywords."""
+    out: list[str] = []
+    for identifier in _IDENTIFIER.findall(text):
+        words = {identifier.lower()}
+        if "_" in identifier or not identifier.islower():
+            words.update(w.lower() for part in identifier.split("_") for w in _CAMEL.findall(part))
+        out.extend(w for w in words if len(w) > 1 and w not in _STOPWORDS)
+    return out
+
+
+@dataclass(frozen=True)
+class _Chunk:
+    path: str
+    start_line: int
+    text: str
+    length: int  # number of terms
+
+
+class SnippetIndex:
+    """An incremental BM25 index of line windows over documents (open files and workspace files)."""
+
+    def __init__(self, chunk_lines: int = CHUNK_LINES, stride: int = CHUNK_STRIDE) -> None:
+        if chunk_lines <= 0 or not 0 < stride <= chunk_lines:
+            raise ValueError("need chunk_lines > 0 and 0 < stride <= chunk_lines")
+        self.chunk_lines = chunk_lines
+        self.stride = stride
+        self._chunks: dict[int, _Chunk] = {}
+        self._postings: dict[str, dict[int, int]] = {}  # term -> chunk id -> term frequency
+        self._by_path: dict[str, tuple[int, list[int]]] = {}  # path -> (hash of text, chunk ids)
+        self._next_id = 0
+        self._total_length = 0
+
+    def __len__(self) -> int:
+        return len(self._by_path)
+
+    def __contains__(self, path: object) -> bool:
+        return path in self._by_path
+
+    def add_document(self, path: str, text: str) -> None:
+        """Index ``text`` as ``path`` (replacing an earlier version; a no-op when the text is unchanged)."""
+        key = hash(text)
+        previous = self._by_path.get(path)
+        if previous is not None and previous[0] == key:
+            return
+        self.remove_document(path)
+        ids = [self._add_chunk(path, start, chunk) for start, chunk in self._windows(text)]
+        self._by_path[path] = (key, ids)
+
+    def remove_document(self, path: str) -> None:
+        entry = self._by_path.pop(path, None)
+        if entry is None:
+            return
+        for chunk_id in entry[1]:
+            chunk = self._chunks.pop(chunk_id)
+            self._total_length -= chunk.length
+            for term in set(terms(chunk.text)):
+                postings = self._postings.get(term)
+                if postings is not None:
+                    postings.pop(chunk_id, None)
+                    if not postings:
+                        del self._postings[term]
+
+    def _windows(self, text: str) -> list[tuple[int, str]]:
+        lines = text.splitlines(keepends=True)
+        last_start = max(0, len(lines) - self.chunk_lines)
+        starts = list(range(0, last_start + 1, self.stride))
+        if starts[-1] != last_start:
+            starts.append(last_start)
+        windows = [(s, "".join(lines[s : s + self.chunk_lines])) for s in starts]
+        return [(s, chunk) for s, chunk in windows if chunk.strip()]
+
+    def _add_chunk(self, path: str, start: int, text: str) -> int:
+        chunk_id = self._next_id
+        self._next_id += 1
+        counts = Counter(terms(text))
+        length = sum(counts.values())
+        self._chunks[chunk_id] = _Chunk(path, start, text, length)
+        self._total_length += length
+        for term, count in counts.items():
+            self._postings.setdefault(term, {})[chunk_id] = count
+        return chunk_id
+
+    def query(
+        self, text_near_cursor: str, exclude_path: str | None = None, k: int = 4, max_chars: int = 4000
+    ) -> list[Snippet]:
+        """The ``k`` best windows for ``text_near_cursor`` (not from ``exclude_path``), at most ``max_chars``
+        characters together (the last one cut at a line end); best first, ties by path and line."""
+        scores = self._scores(text_near_cursor, exclude_path)
+        ranked = sorted(scores, key=lambda cid: (-scores[cid], self._chunks[cid].path, self._chunks[cid].start_line))
+        out: list[Snippet] = []
+        room = max_chars
+        for chunk_id in ranked:
+            if len(out) == k or room <= 0:
+                break
+            chunk = self._chunks[chunk_id]
+            if any(_overlaps(chunk, s, self.chunk_lines) for s in out):
+                continue
+            text = _cut_to_chars(chunk.text, room)
+            if text.strip():
+                out.append(Snippet(chunk.path, text, round(scores[chunk_id], 6), chunk.start_line))
+                room -= len(text)
+        return out
+
+    def _scores(self, text: str, exclude_path: str | None) -> dict[int, float]:
+        n = len(self._chunks)
+        if n == 0:
+            return {}
+        average = max(self._total_length / n, 1.0)
+        query_terms = sorted(set(terms(text)))
+        limit = COMMON_FRACTION * n if n >= COMMON_MIN_CHUNKS else n
+        usable = [t for t in query_terms if t in self._postings and len(self._postings[t]) <= limit]
+        usable.sort(key=lambda t: (len(self._postings[t]), t))
+        scores: dict[int, float] = {}
+        for term in usable[:MAX_QUERY_TERMS]:
+            postings = self._postings[term]
+            idf = math.log(1 + (n - len(postings) + 0.5) / (len(postings) + 0.5))
+            for chunk_id, tf in postings.items():
+                chunk = self._chunks[chunk_id]
+                if chunk.path == exclude_path:
+                    continue
+                norm = tf * (K1 + 1) / (tf + K1 * (1 - B + B * chunk.length / average))
+                scores[chunk_id] = scores.get(chunk_id, 0.0) + idf * norm
+        return scores
+
+
+def _overlaps(chunk: _Chunk, snippet: Snippet, chunk_lines: int) -> bool:
+    return chunk.path == snippet.path and abs(chunk.start_line - snippet.start_line) < chunk_lines
+
+
+def _cut_to_chars(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    end = text.rfind("\n", 0, limit)
+    return text[: end + 1] if end >= 0 else ""

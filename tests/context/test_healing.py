@@ -1,0 +1,110 @@
+"""Token healing with the real Qwen2.5-Coder tokenizer: what is backed up, and what the constraint allows."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from context.healing import (
+    HealingConstraint,
+    VocabIndex,
+    heal,
+    heal_ids,
+    healing_constraint,
+    strip_healed,
+    vocab_index,
+)
+
+
+def token_texts(tokenizer: Any, ids: Any) -> list[str]:
+    return [tokenizer.decode([i]) for i in ids]
+
+
+def test_cursor_inside_a_word_backs_up_to_the_word_start(tokenizer: Any) -> None:
+    healing = heal(tokenizer, "p = run(cmd, stdout=subpr")
+    assert healing.removed_text.endswith("subpr")  # "=sub" + "pr": both tokens split the word
+    assert healing.kept_text is not None
+    assert healing.kept_text + healing.removed_text == "p = run(cmd, stdout=subpr"
+
+
+def test_constraint_allows_only_tokens_agreeing_with_the_removed_text(tokenizer: Any) -> None:
+    healing = heal(tokenizer, "p = run(cmd, stdout=subpr")
+    constraint = healing_constraint(tokenizer, healing)
+    assert constraint is not None
+    first = constraint.allowed([])
+    assert first is not None and len(first) > 0
+    removed = healing.removed_text
+    for text in token_texts(tokenizer, first):
+        assert text.startswith(removed) or removed.startswith(text), text
+    natural = tokenizer.encode(removed + "ocess.PIPE", add_special_tokens=False)
+    assert natural[0] in first
+    assert tokenizer.encode(" subprocess", add_special_tokens=False)[0] not in first
+
+
+def test_constraint_follows_partial_progress_then_lets_go(tokenizer: Any) -> None:
+    healing = heal(tokenizer, "x = subpr")
+    constraint = healing_constraint(tokenizer, healing)
+    assert constraint is not None
+    assert healing.removed_text == " subpr"  # " sub" + "pr"
+    step = tokenizer.encode(" sub", add_special_tokens=False)
+    assert len(step) == 1
+    allowed = constraint.allowed(step)
+    assert allowed is not None and tokenizer.encode("pr", add_special_tokens=False)[0] in allowed
+    assert all(t.startswith("pr") or "pr".startswith(t) for t in token_texts(tokenizer, allowed))
+    done = tokenizer.encode(healing.removed_text + "ocess", add_special_tokens=False)
+    assert constraint.allowed(done) is None
+
+
+def test_indentation_of_a_blank_line_is_healed(tokenizer: Any) -> None:
+    healing = heal(tokenizer, "def f():\n        ")
+    assert healing.removed_text == "        "
+    constraint = healing_constraint(tokenizer, healing)
+    assert constraint is not None
+    allowed = set(constraint.allowed([]) or ())
+    seven = tokenizer.encode("       ", add_special_tokens=False)
+    assert len(seven) == 1 and seven[0] in allowed  # 7 spaces, then " return"
+
+
+def test_no_healing_after_a_line_break(tokenizer: Any) -> None:
+    healing = heal(tokenizer, "x = 1\n")
+    assert not healing.healed and healing.kept_text == "x = 1\n"
+    assert healing_constraint(tokenizer, healing) is None
+
+
+def test_a_whole_word_is_not_extended_past_punctuation(tokenizer: Any) -> None:
+    healing = heal(tokenizer, "foo(a, b")
+    assert healing.removed_text == " b"
+
+
+def test_heal_ids_drops_the_same_tokens(tokenizer: Any) -> None:
+    ids = tokenizer.encode("p = run(cmd, stdout=subpr", add_special_tokens=False)
+    healing = heal_ids(tokenizer, ids)
+    assert healing.kept_ids is not None
+    assert list(healing.kept_ids) == ids[: len(healing.kept_ids)]
+    assert tokenizer.decode(list(healing.kept_ids)) + healing.removed_text == "p = run(cmd, stdout=subpr"
+
+
+def test_split_character_is_healed_whole(tokenizer: Any) -> None:
+    healing = heal(tokenizer, 'a = "日本語')
+    assert healing.removed_text.endswith("語")
+    assert healing.kept_text is not None and healing.kept_text + healing.removed_text == 'a = "日本語'
+
+
+def test_vocab_index_is_cached_per_tokenizer(tokenizer: Any) -> None:
+    assert vocab_index(tokenizer) is vocab_index(tokenizer)
+
+
+def test_vocab_index_prefix_search() -> None:
+    index = VocabIndex([b"a", b"ab", b"abc", b"abd", b"b", b"", b"\xe6\x97", b"\xe6\x97\xa5"])
+    assert index.compatible(b"ab") == (0, 1, 2, 3)
+    assert index.compatible(b"abc") == (0, 1, 2)
+    assert index.compatible(b"\xe6\x97\xa5") == (6, 7)
+    constraint = HealingConstraint(index, "abd")
+    assert constraint.allowed([]) == (0, 1, 3)
+    assert constraint.allowed([1]) == ()  # "ab" leaves "d": no token of this vocabulary starts with it
+    assert constraint.allowed([3]) is None
+
+
+def test_strip_healed() -> None:
+    assert strip_healed(" subprocess.run", " subpr") == "ocess.run"
+    assert strip_healed(" sub", " subpr") == ""
+    assert strip_healed("xyz", "") == "xyz"

@@ -1,0 +1,216 @@
+"""Stop rules on completion text, the StopFn adapter, and trimming, in every supported language."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+
+from context.postprocess import StopRules, make_stop_fn, trim
+from context.syntax import CompletionShape, analyze
+
+
+def split(marked: str, language: str) -> tuple[CompletionShape, str]:
+    """The shape at ``|`` and the suffix after it."""
+    offset = marked.index("|")
+    text = marked[:offset] + marked[offset + 1 :]
+    return analyze(text, offset, language), text[offset:]
+
+
+def finish(marked: str, language: str, completion: str) -> str:
+    shape, suffix = split(marked, language)
+    return trim(completion, shape, suffix)
+
+
+# A block completion that runs on past its block: cut at the line that leaves it.
+BLOCK_CASES = [
+    (
+        "python",
+        "def f(x):\n    if x:\n        |\n    return 0\n",
+        "y = x * 2\n        return y\n    else:\n        return 1\n",
+        "y = x * 2\n        return y",
+    ),
+    (
+        "javascript",
+        "function f(x) {\n  if (x) {\n    |\n  }\n  return 0;\n}\n",
+        "const y = x * 2;\n    return y;\n  }\n  return 1;\n}\n",
+        "const y = x * 2;\n    return y;",
+    ),
+    (
+        "typescript",
+        "function f(x: number): number {\n  |\n}\n",
+        "const y: number = x * 2;\n  return y;\n}\n\nfunction g(): void {}\n",
+        "const y: number = x * 2;\n  return y;",
+    ),
+    (
+        "go",
+        "func f(x int) int {\n\tif x > 0 {\n\t\t|\n\t}\n\treturn 0\n}\n",
+        "y := x * 2\n\t\treturn y\n\t}\n\treturn 1\n}\n",
+        "y := x * 2\n\t\treturn y",
+    ),
+    (
+        "rust",
+        "fn f(x: i32) -> i32 {\n    if x > 0 {\n        |\n    }\n    0\n}\n",
+        "let y = x * 2;\n        return y;\n    }\n    1\n}\n",
+        "let y = x * 2;\n        return y;",
+    ),
+    (
+        "java",
+        "class A {\n  int f(int x) {\n    |\n  }\n}\n",
+        "int y = x * 2;\n    return y;\n  }\n\n  int g() { return 1; }\n}\n",
+        "int y = x * 2;\n    return y;",
+    ),
+    (
+        "c",
+        "int f(int x) {\n    for (int i = 0; i < x; i++) {\n        |\n    }\n    return x;\n}\n",
+        "x += i;\n        if (x > 10) { break; }\n    }\n    return 0;\n}\n",
+        "x += i;\n        if (x > 10) { break; }",
+    ),
+    (
+        "cpp",
+        "struct S {\n  int f(int x) {\n    |\n  }\n};\n",
+        "auto v = std::vector<int>{x, x};\n    return v[0];\n  }\n  int g();\n};\n",
+        "auto v = std::vector<int>{x, x};\n    return v[0];",
+    ),
+]
+
+
+@pytest.mark.parametrize(("language", "marked", "completion", "expected"), BLOCK_CASES, ids=[c[0] for c in BLOCK_CASES])
+def test_block_completion_is_cut_where_it_leaves_the_block(
+    language: str, marked: str, completion: str, expected: str
+) -> None:
+    shape, suffix = split(marked, language)
+    assert shape.kind == "block"
+    assert trim(completion, shape, suffix) == expected
+    cut = StopRules(shape, suffix).check(completion)  # decided while streaming, too
+    assert cut is not None and completion[:cut].rstrip() == expected
+
+
+def test_python_top_level_block_stops_at_the_next_definition() -> None:
+    completion = "import sys\nimport re\n\n\ndef main():\n    pass\n"
+    assert finish("import os\n|\n", "python", completion) == "import sys\nimport re"
+
+
+def test_unclosed_block_keeps_its_closing_line() -> None:
+    completion = "\n    return 1;\n}\n\nint g() {\n"
+    assert finish("int f() {|\n", "c", completion) == "\n    return 1;\n}"
+
+
+def test_autopaired_block_leaves_the_closer_on_its_own_line() -> None:
+    assert finish("function f() {|}\n", "javascript", "\n  return 1;\n}") == "\n  return 1;\n"
+
+
+def test_mid_line_print_stops_before_the_closing_paren() -> None:
+    assert finish("print(|)\n", "python", '"hello")\nprint("again")') == '"hello"'
+    assert finish("print(|)\n", "python", "foo(1))") == "foo(1)"
+
+
+def test_mid_line_call_stops_before_the_rest_of_the_line() -> None:
+    assert finish("x = foo(|, y)\n", "python", "a, y)\n") == "a"
+    assert finish("x = foo(|, y)\n", "python", "a, b, y)") == "a, b"
+    assert finish("x = foo(|, y)\n", "python", "bar(c, y), y)") == "bar(c, y)"
+
+
+def test_mid_line_completion_never_repeats_a_closer_after_the_cursor() -> None:
+    assert finish("x = foo(|, y)\n", "python", "a)") == "a"
+    assert finish("if (ok(|)) {\n", "c", "x)) {") == "x"
+
+
+def test_mid_line_tail_that_starts_the_rest_is_dropped() -> None:
+    assert finish("x = foo(|, y)  # note\n", "python", "a, y)") == "a"
+
+
+def test_mid_line_keeps_a_space_the_rest_needs() -> None:
+    assert finish("return |x\n", "python", "not x") == "not "
+    assert finish("y = x| + 1\n", "python", " * 2 + 1") == " * 2"
+
+
+def test_line_shape_stops_at_newline_and_closes_open_parens() -> None:
+    shape, suffix = split("x = foo(a|\n", "python")
+    assert StopRules(shape, suffix).check(", b)\ny = 2") == len(", b)")
+    assert trim(", b)\ny = 2", shape, suffix) == ", b)"
+    assert StopRules(shape, suffix).check(", b)") is None  # not decided until the line ends
+
+
+def test_suffix_repetition_is_cut() -> None:
+    marked = "def f(items):\n    total = 0\n    |\n    for item in items:\n        total += item\n    return total\n"
+    completion = "count = len(items)\n    for item in items:\n        total += item\n"
+    assert finish(marked, "python", completion) == "count = len(items)"
+
+
+def test_short_suffix_line_needs_two_lines_to_count_as_repetition() -> None:
+    marked = "def f(x):\n    |\n    pass\n    return x\n"
+    assert finish(marked, "python", "y = 1\n    pass\n    z = 2") == "y = 1\n    pass\n    z = 2"
+    assert finish(marked, "python", "y = 1\n    pass\n    return x\n") == "y = 1"
+
+
+def test_unicode_and_tabs() -> None:
+    marked = "def grüße(x):\n\tif x:\n\t\t|\n\treturn 'ü'\n"
+    completion = "s = '日本語' + x\n\t\treturn s\n\treturn 'ü'\n"
+    assert finish(marked, "python", completion) == "s = '日本語' + x\n\t\treturn s"
+
+
+def test_brackets_in_strings_do_not_count() -> None:
+    assert finish("print(|)\n", "python", '"a(", "b)")') == '"a(", "b)"'
+
+
+def test_multiline_call_in_python_block_is_not_a_dedent() -> None:
+    marked = "def f():\n    |\n"
+    completion = "x = g(\n1,\n)\n    return x\nprint(1)\n"
+    assert finish(marked, "python", completion) == "x = g(\n1,\n)\n    return x"
+
+
+def test_truncated_block_drops_the_partial_last_line() -> None:
+    shape, suffix = split("def f():\n    |\n", "python")
+    assert trim("x = 1\n    y = fo", shape, suffix, truncated=True) == "x = 1"
+    assert trim("x = 1\n    y = g(1,", shape, suffix) == "x = 1"  # unbalanced tail goes too
+
+
+def test_trailing_blank_lines_are_dropped() -> None:
+    shape, suffix = split("def f():\n    |\n", "python")
+    assert trim("return 1\n    \n\n", shape, suffix) == "return 1"
+
+
+class FakeTokens:
+    """A tokenizer stand-in: token i decodes to ``pieces[i]``."""
+
+    def __init__(self, pieces: Sequence[str]) -> None:
+        self.pieces = list(pieces)
+        self.calls = 0
+
+    def decode(self, ids: Sequence[int]) -> str:
+        self.calls += 1
+        return "".join(self.pieces[i] for i in ids)
+
+
+def test_stop_fn_keeps_tokens_up_to_the_one_crossing_the_cut() -> None:
+    shape, suffix = split("print(|)\n", "python")
+    tokens = FakeTokens(['"he', 'llo"', ")\n", "x"])
+    stop = make_stop_fn(tokens.decode, StopRules(shape, suffix))
+    assert stop([0]) is None
+    assert stop([0, 1]) is None  # ")" not there yet
+    assert stop([0, 1, 2, 3]) == 2  # the cut is before ")", at the end of token 1
+
+
+def test_stop_fn_cut_inside_a_token_keeps_that_token() -> None:
+    shape, suffix = split("x = 1|\n", "python")
+    tokens = FakeTokens([" +", " 2\ny", " = 3"])
+    stop = make_stop_fn(tokens.decode, StopRules(shape, suffix))
+    assert stop([0, 1]) == 2
+
+
+def test_stop_fn_applies_rules_after_the_healed_text() -> None:
+    shape, suffix = split("x = subpr|\n", "python")
+    tokens = FakeTokens([" sub", "process", ".run()\n", "y"])
+    stop = make_stop_fn(tokens.decode, StopRules(shape, suffix), healed_text=" subpr")
+    assert stop([0]) is None  # the healed characters are not all re-typed yet
+    assert stop([0, 1, 2]) == 3
+
+
+def test_stop_fn_skips_work_when_the_text_did_not_grow() -> None:
+    shape, suffix = split("x = 1|\n", "python")
+    tokens = FakeTokens(["a", ""])
+    stop = make_stop_fn(tokens.decode, StopRules(shape, suffix))
+    stop([0])
+    calls = tokens.calls
+    assert stop([0, 1]) is None and tokens.calls == calls + 1

@@ -1,0 +1,158 @@
+"""The Qwen2.5-Coder prompt: exact layout, exact budgets, stable token prefixes across keystrokes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from context.prompt import PromptBudget, PromptBuilder, PromptInput, PromptTooSmall, build_prompt
+from context.snippets import Snippet
+
+SOURCE = "".join(f"def f{i}(x):\n    return x + {i}  # ü {i}\n\n" for i in range(200))
+
+
+@pytest.fixture(scope="module")
+def builder(tokenizer: Any) -> PromptBuilder:
+    return PromptBuilder(tokenizer, PromptBudget(total=600))
+
+
+def snippet(path: str, text: str, score: float, line: int = 0) -> Snippet:
+    return Snippet(path, text, score, line)
+
+
+def test_fim_layout_decodes_to_the_repo_level_format(tokenizer: Any) -> None:
+    text = "import os\n\ndef main():\n    print(os.getcwd())\n"
+    offset = text.index("os.getcwd")
+    request = PromptInput(
+        "src/app.py",
+        text,
+        offset,
+        repo_name="demo",
+        snippets=[snippet("src/util.py", "def helper():\n    return 1\n", 2.0, 4)],
+    )
+    built = build_prompt(tokenizer, request)
+    expected = (
+        "<|repo_name|>demo\n"
+        "<|file_sep|>src/util.py\ndef helper():\n    return 1\n"
+        "<|file_sep|>src/app.py\n"
+        f"<|fim_prefix|>{text[:offset]}<|fim_suffix|>{text[offset:]}<|fim_middle|>"
+    )
+    assert tokenizer.decode(built.token_ids) == expected
+    assert built.prefix_text == text[:offset] and built.suffix_text == text[offset:]
+    assert built.suffix_ids == tokenizer.encode(text[offset:], add_special_tokens=False)
+    assert built.token_ids[-1] == tokenizer.convert_tokens_to_ids("<|fim_middle|>")
+    assert sum(v for k, v in built.counts.items() if k != "total") == built.counts["total"] == len(built.token_ids)
+
+
+def test_special_token_text_in_code_stays_text(tokenizer: Any) -> None:
+    text = 'MARK = "<|fim_middle|>"\n'
+    built = build_prompt(tokenizer, PromptInput("a.py", text, len(text)))
+    fim_middle = tokenizer.convert_tokens_to_ids("<|fim_middle|>")
+    assert built.token_ids.count(fim_middle) == 1
+
+
+def test_prefix_is_cut_at_its_start_on_a_line_boundary(builder: PromptBuilder) -> None:
+    offset = SOURCE.index("return x + 150")
+    built = builder.build(PromptInput("m.py", SOURCE, offset))
+    assert built.counts["total"] <= 600
+    assert SOURCE[:offset].endswith(built.prefix_text)
+    assert len(built.prefix_text) < offset
+    start = offset - len(built.prefix_text)
+    assert SOURCE[start - 1] == "\n"  # a whole line
+    assert SOURCE.count("\n", 0, start) % builder.budget.snap_lines == 0
+
+
+def test_suffix_is_cut_at_its_end_on_a_line_boundary(builder: PromptBuilder) -> None:
+    offset = SOURCE.index("return x + 10")
+    built = builder.build(PromptInput("m.py", SOURCE, offset))
+    assert SOURCE[offset:].startswith(built.suffix_text)
+    assert built.suffix_text.endswith("\n") and len(built.suffix_text) < len(SOURCE) - offset
+    assert built.counts["suffix"] <= int((600 - built.counts["header"]) * builder.budget.suffix_share)
+
+
+def test_context_fills_what_is_left_best_snippets_first_in_stable_order(tokenizer: Any) -> None:
+    body = "".join(f"value_{i} = compute({i})\n" for i in range(40))
+    snippets = [snippet("z.py", body, 9.0), snippet("a.py", body, 1.0), snippet("m.py", body, 5.0)]
+    builder = PromptBuilder(tokenizer, PromptBudget(total=700))
+    built = builder.build(PromptInput("cur.py", "x = 1\n", 6, snippets=snippets))
+    assert built.counts["total"] <= 700
+    paths = [s.path for s in built.sections]
+    assert "z.py" in paths and "a.py" not in paths  # the best one first, the worst left out
+    assert paths == sorted(paths)  # emitted by path
+    cut = [s for s in built.sections if s.text != body]
+    assert len(cut) <= 1 and all(body.startswith(s.text) and s.text.endswith("\n") for s in cut)
+
+
+def test_typing_keeps_context_and_prefix_head_tokens(builder: PromptBuilder) -> None:
+    snippets = [snippet("lib.py", "def helper(x):\n    return x * 2\n", 3.0)]
+    offset = SOURCE.index("return x + 120") + len("return x")
+    before = builder.build(PromptInput("m.py", SOURCE, offset, "demo", snippets))
+    typed = SOURCE[:offset] + " *" + SOURCE[offset:]
+    after = builder.build(PromptInput("m.py", typed, offset + 2, "demo", snippets))
+    shared = 0
+    for a, b in zip(before.token_ids, after.token_ids, strict=False):
+        if a != b:
+            break
+        shared += 1
+    fixed = before.counts["header"] - 3 + before.counts["context"]
+    assert shared >= fixed + before.counts["prefix"] - 3  # all but the last tokens before the cursor
+
+
+def test_healing_drops_the_last_prefix_tokens(tokenizer: Any) -> None:
+    text = "import subprocess\np = subprocess.run(cmd, stdout=subpr)\n"
+    offset = text.index("subpr)") + len("subpr")
+    plain = build_prompt(tokenizer, PromptInput("a.py", text, offset))
+    healed = build_prompt(tokenizer, PromptInput("a.py", text, offset), heal=True)
+    assert healed.healed_text.endswith("subpr")
+    assert healed.prefix_text + healed.healed_text == plain.prefix_text
+    assert healed.counts["prefix"] < plain.counts["prefix"]
+    assert tokenizer.decode(healed.token_ids).endswith("stdout<|fim_suffix|>)\n<|fim_middle|>")
+
+
+def test_budget_too_small_for_the_fixed_tokens(tokenizer: Any) -> None:
+    with pytest.raises(PromptTooSmall):
+        build_prompt(tokenizer, PromptInput("a/very/long/path/name.py", "x", 1, "repo"), PromptBudget(total=5))
+    with pytest.raises(ValueError):
+        PromptBudget(prefix_share=0.9, suffix_share=0.2)
+    with pytest.raises(ValueError):
+        PromptBuilder(tokenizer, layout="spm")  # type: ignore[arg-type]
+
+
+LINES = st.lists(
+    st.sampled_from(list("abc xyz_()[]{}:=+-.,'\"\t\n日é") + ["    ", "\n\n", "return ", "<|file_sep|>"]),
+    max_size=150,
+).map("".join)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    total=st.integers(min_value=12, max_value=400),
+    prefix_share=st.floats(min_value=0.0, max_value=0.8),
+    suffix_share=st.floats(min_value=0.0, max_value=0.2),
+    text=LINES,
+    cursor=st.floats(min_value=0.0, max_value=1.0),
+    snippet_texts=st.lists(LINES, max_size=3),
+)
+def test_never_over_budget(
+    tokenizer: Any,
+    total: int,
+    prefix_share: float,
+    suffix_share: float,
+    text: str,
+    cursor: float,
+    snippet_texts: list[str],
+) -> None:
+    budget = PromptBudget(total=total, prefix_share=prefix_share, suffix_share=suffix_share)
+    offset = int(len(text) * cursor)
+    snippets = [snippet(f"s{i}.py", t, float(i)) for i, t in enumerate(snippet_texts)]
+    request = PromptInput("p.py", text, offset, "r", snippets)
+    built = build_prompt(tokenizer, request, budget)
+    assert len(built.token_ids) <= total
+    assert built.counts["total"] == len(built.token_ids)
+    assert text[:offset].endswith(built.prefix_text) and text[offset:].startswith(built.suffix_text)
+    fixed = built.counts["header"]
+    assert built.counts["prefix"] <= int((total - fixed) * prefix_share)
+    assert built.counts["suffix"] <= int((total - fixed) * suffix_share)

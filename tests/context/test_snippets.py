@@ -1,0 +1,91 @@
+"""BM25 snippets: relevance, exclusion, deterministic order, incremental updates, size limits."""
+
+from __future__ import annotations
+
+import time
+
+from context.snippets import SnippetIndex, terms
+
+PARSER = "\n".join(
+    ["import json", "", "def parse_config(path):", "    with open(path) as handle:", "        return json.load(handle)"]
+    + [f"# filler {i}" for i in range(40)]
+    + ["def render_template(name, context):", "    return TEMPLATES[name].format(**context)"]
+)
+NETWORK = "\n".join(
+    ["import socket", "", "def open_socket(host, port):", "    return socket.create_connection((host, port))"]
+)
+
+
+def make_index() -> SnippetIndex:
+    index = SnippetIndex(chunk_lines=20, stride=10)
+    index.add_document("src/config.py", PARSER)
+    index.add_document("src/net.py", NETWORK)
+    return index
+
+
+def test_terms_split_identifiers_and_drop_keywords() -> None:
+    found = set(terms("def parseConfig(self, file_path): return HTTPServer"))
+    assert {"parseconfig", "parse", "config", "file_path", "file", "path", "httpserver", "http", "server"} <= found
+    assert not {"def", "self", "return"} & found
+
+
+def test_most_relevant_window_first() -> None:
+    hits = make_index().query("cfg = parse_config(config_path)", k=3)
+    assert hits and hits[0].path == "src/config.py"
+    assert "def parse_config" in hits[0].text and hits[0].start_line == 0
+    assert make_index().query("sock = open_socket(host, 80)")[0].path == "src/net.py"
+
+
+def test_later_window_has_its_own_start_line() -> None:
+    hit = make_index().query("render_template('index', context)", k=1)[0]
+    assert "def render_template" in hit.text and hit.start_line > 0
+
+
+def test_exclude_current_file() -> None:
+    hits = make_index().query("parse_config json", exclude_path="src/config.py")
+    assert all(h.path != "src/config.py" for h in hits)
+
+
+def test_update_and_remove_are_incremental() -> None:
+    index = make_index()
+    index.add_document("src/net.py", "def parse_config_from_env():\n    return parse_config(ENV)\n")
+    paths = [h.path for h in index.query("parse_config", k=5)]
+    assert "src/net.py" in paths and "src/config.py" in paths
+    assert not index.query("create_connection")  # the old text is gone
+    index.remove_document("src/config.py")
+    assert [h.path for h in index.query("parse_config", k=5)] == ["src/net.py"]
+    assert "src/config.py" not in index and len(index) == 1
+
+
+def test_ties_break_by_path_then_line() -> None:
+    index = SnippetIndex(chunk_lines=20, stride=10)
+    for path in ("b.py", "a.py", "c.py"):
+        index.add_document(path, "def shared_helper():\n    pass\n")
+    index.add_document("z.py", "unrelated = 1\n")
+    assert [h.path for h in index.query("shared_helper()", k=3)] == ["a.py", "b.py", "c.py"]
+
+
+def test_overlapping_windows_of_one_file_are_not_both_returned() -> None:
+    hits = make_index().query("parse_config json handle", k=5)
+    config_hits = [h for h in hits if h.path == "src/config.py"]
+    starts = sorted(h.start_line for h in config_hits)
+    assert all(b - a >= 20 for a, b in zip(starts, starts[1:], strict=False))
+
+
+def test_max_chars_bounds_the_total_on_line_ends() -> None:
+    hits = make_index().query("parse_config render_template open_socket", k=5, max_chars=120)
+    assert sum(len(h.text) for h in hits) <= 120
+    assert all(h.text.endswith("\n") or len(h.text) < 120 for h in hits)
+
+
+def test_query_is_cheap_on_a_big_workspace() -> None:
+    index = SnippetIndex()
+    for f in range(300):
+        index.add_document(
+            f"pkg/mod{f}.py", "".join(f"def func_{f}_{i}(arg):\n    return helper_{i}(arg)\n" for i in range(60))
+        )
+    started = time.perf_counter()
+    for _ in range(10):
+        hits = index.query("value = helper_7(func_12_3(x))", k=4)
+    assert (time.perf_counter() - started) / 10 < 0.05
+    assert hits[0].path == "pkg/mod12.py"
