@@ -1,0 +1,161 @@
+"""Filesystem events -> debounced per-file callbacks ``on_change(path, text_or_None)``.
+
+A watchdog ``Observer`` watches each root recursively. Events for paths the scan would leave out (the same
+:class:`context.workspace.PathFilter` rules) are dropped. Every other event marks its path dirty; once a path
+has been quiet for ``debounce_s`` a worker thread looks at the disk and reports what is there now: the text of
+a created or modified file, ``None`` for a deleted one (or one that became binary or too large). A move is a
+deletion of the old path and a change of the new one; a directory deleted or moved away is reported once as
+``on_change(dir, None)`` (the consumer drops everything under it) and a directory created or moved in is
+walked and each of its files reported.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+
+from watchdog.events import FileSystemEvent, FileSystemEventHandler
+from watchdog.observers import Observer
+
+from context.workspace import DEFAULT_CONFIG, PathFilter, WorkspaceConfig, read_source
+
+ChangeFn = Callable[[Path, "str | None"], None]
+log = logging.getLogger(__name__)
+
+
+def _as_str(path: str | bytes) -> str:
+    return os.fsdecode(path)
+
+
+class _Handler(FileSystemEventHandler):
+    def __init__(self, watcher: WorkspaceWatcher) -> None:
+        self.watcher = watcher
+
+    def on_any_event(self, event: FileSystemEvent) -> None:
+        if event.event_type in ("opened", "closed", "closed_no_write"):
+            return
+        if event.is_directory and event.event_type == "modified":
+            return  # a directory's own mtime: its entries get their own events
+        self.watcher.mark(Path(_as_str(event.src_path)), event.is_directory)
+        if event.event_type == "moved":
+            self.watcher.mark(Path(_as_str(event.dest_path)), event.is_directory)
+
+
+class WorkspaceWatcher:
+    """Watches ``roots`` and calls ``on_change`` from its own thread, one call per settled path."""
+
+    def __init__(
+        self,
+        roots: Sequence[Path],
+        on_change: ChangeFn,
+        config: WorkspaceConfig = DEFAULT_CONFIG,
+        debounce_s: float = 0.2,
+    ) -> None:
+        self.filters = [PathFilter(Path(r), config) for r in roots]
+        self.on_change = on_change
+        self.config = config
+        self.debounce_s = debounce_s
+        self._pending: dict[Path, float] = {}
+        self._wake = threading.Condition()
+        self._stopping = False
+        self._observer: Observer | None = None  # type: ignore[valid-type]
+        self._thread: threading.Thread | None = None
+
+    # --- lifecycle -----------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        if self._observer is not None:
+            return
+        self._stopping = False
+        observer = Observer()
+        handler = _Handler(self)
+        for path_filter in self.filters:
+            observer.schedule(handler, str(path_filter.root), recursive=True)
+        observer.daemon = True
+        observer.start()
+        self._observer = observer
+        self._thread = threading.Thread(target=self._run, name="workspace-watcher", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        observer, thread = self._observer, self._thread
+        self._observer = self._thread = None
+        if observer is not None:
+            observer.stop()
+            observer.join(timeout=5)
+        with self._wake:
+            self._stopping = True
+            self._wake.notify_all()
+        if thread is not None:
+            thread.join(timeout=5)
+
+    # --- events --------------------------------------------------------------------------------------
+
+    def _filter_for(self, path: Path) -> PathFilter | None:
+        for path_filter in self.filters:
+            if path_filter.root in path.parents:
+                return path_filter
+        return None
+
+    def mark(self, path: Path, is_dir: bool = False) -> None:
+        """Note that ``path`` changed; it is looked at once it has been quiet for ``debounce_s``."""
+        path_filter = self._filter_for(path)
+        if path_filter is None:
+            return
+        if path.name == ".gitignore":
+            path_filter.invalidate()
+            return
+        if path_filter.reason(path, is_dir=is_dir) is not None:
+            return
+        with self._wake:
+            self._pending[path] = time.monotonic() + self.debounce_s
+            self._wake.notify_all()
+
+    def _due(self) -> list[Path] | None:
+        """Wait for paths whose quiet period is over; ``None`` when stopping."""
+        with self._wake:
+            while not self._stopping:
+                now = time.monotonic()
+                due = [p for p, t in self._pending.items() if t <= now]
+                if due:
+                    for p in due:
+                        del self._pending[p]
+                    return sorted(due)
+                wait = min(self._pending.values(), default=now + 3600) - now
+                self._wake.wait(timeout=max(wait, 0.001))
+            return None
+
+    def _run(self) -> None:
+        while (due := self._due()) is not None:
+            for path in due:
+                try:
+                    self._settle(path)
+                except Exception:  # a callback's bug must not kill the watcher
+                    log.exception("workspace watcher: handling %s failed", path)
+
+    def _settle(self, path: Path) -> None:
+        path_filter = self._filter_for(path)
+        if path_filter is None:
+            return
+        if path.is_dir() and not path.is_symlink():
+            if path_filter.reason(path, is_dir=True) is None:
+                for file in self._files_under(path_filter, path):
+                    self._report_file(path_filter, file)
+            return
+        self._report_file(path_filter, path)
+
+    def _report_file(self, path_filter: PathFilter, path: Path) -> None:
+        text = None
+        if path_filter.reason(path) is None:
+            text, _ = read_source(path, self.config.max_file_bytes)
+        self.on_change(path, text)
+
+    def _files_under(self, path_filter: PathFilter, directory: Path) -> Iterator[Path]:
+        for current, dirs, files in os.walk(directory):
+            base = Path(current)
+            dirs[:] = [d for d in dirs if path_filter.reason(base / d, is_dir=True) is None]
+            yield from (base / f for f in sorted(files) if path_filter.reason(base / f) is None)

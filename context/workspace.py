@@ -1,0 +1,322 @@
+"""Scanning workspace roots: which files are source text worth indexing.
+
+Rules: ``.gitignore`` files at every level (``pathspec``'s ``GitIgnoreSpec``; a deeper file's matching pattern
+wins, patterns are relative to their directory, an ignored directory is never entered), built-in skipped
+directories (VCS metadata, virtual envs, dependency and build output), the configured include/exclude globs
+(gitignore syntax, relative to the root), a size limit, and no binary files (a NUL byte in the first 8 KiB or
+not UTF-8). Symlinks are followed only inside the root; loops, files removed mid-scan and permission errors
+are skipped and counted by reason, never fatal.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pathspec import GitIgnoreSpec
+
+BINARY_SNIFF_BYTES = 8192
+
+DEFAULT_SKIP_DIRS: frozenset[str] = frozenset(
+    {
+        ".git", ".hg", ".svn", ".bzr", ".venv", "venv", "node_modules", "bower_components", "__pycache__",
+        ".mypy_cache", ".pytest_cache", ".ruff_cache", ".hypothesis", ".tox", ".nox", ".eggs", ".gradle",
+        ".next", ".nuxt", ".terraform", ".cache", ".idea", "build", "dist", "target", "out", "_build",
+    }
+)  # fmt: skip
+SKIP_DIR_SUFFIXES: tuple[str, ...] = (".egg-info",)
+VENV_MARKER = "pyvenv.cfg"
+
+
+class Skip:
+    """Reasons a path is left out (the keys of ``ScanResult.skipped``)."""
+
+    IGNORED = "gitignored"
+    EXCLUDED = "excluded"
+    NOT_INCLUDED = "not_included"
+    SKIPPED_DIR = "skipped_dir"
+    VIRTUALENV = "virtualenv"
+    TOO_LARGE = "too_large"
+    BINARY = "binary"
+    NOT_UTF8 = "not_utf8"
+    SYMLINK_ESCAPE = "symlink_escape"
+    SYMLINK_LOOP = "symlink_loop"
+    DUPLICATE = "duplicate"
+    VANISHED = "vanished"
+    PERMISSION = "permission"
+    NOT_REGULAR = "not_regular"
+    MAX_FILES = "max_files"
+
+
+@dataclass(frozen=True)
+class WorkspaceConfig:
+    """What to index. ``include``/``exclude`` are gitignore-style globs relative to each root."""
+
+    max_file_bytes: int = 1_000_000
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    max_files: int = 100_000
+    skip_dirs: frozenset[str] = DEFAULT_SKIP_DIRS
+
+
+DEFAULT_CONFIG = WorkspaceConfig()
+
+
+@dataclass(frozen=True)
+class ScannedFile:
+    """A candidate file: its absolute path, path relative to the root (posix), size and mtime."""
+
+    path: Path
+    rel: str
+    size: int
+    mtime_ns: int
+
+
+@dataclass
+class ScanResult:
+    files: list[ScannedFile] = field(default_factory=list)
+    skipped: Counter[str] = field(default_factory=Counter)
+
+
+# ---------------------------------------------------------------------------------------------- pure rules
+
+
+IgnoreLayer = tuple[str, GitIgnoreSpec]  # (directory relative to the root, "" for the root; its spec)
+
+
+def parse_gitignore(text: str) -> GitIgnoreSpec:
+    return GitIgnoreSpec.from_lines(text.splitlines())
+
+
+def is_ignored(layers: Sequence[IgnoreLayer], rel: str, is_dir: bool) -> bool:
+    """Git's verdict for ``rel`` under the .gitignore ``layers`` (outermost first): the deepest match wins."""
+    for base, spec in reversed(layers):
+        if base and not rel.startswith(base + "/"):
+            continue
+        local = rel[len(base) + 1 :] if base else rel
+        verdict = spec.check_file(local + "/" if is_dir else local).include
+        if verdict is not None:
+            return bool(verdict)
+    return False
+
+
+def glob_spec(patterns: Sequence[str]) -> GitIgnoreSpec | None:
+    return GitIgnoreSpec.from_lines(patterns) if patterns else None
+
+
+def config_reason(
+    config: WorkspaceConfig, rel: str, include: GitIgnoreSpec | None, exclude: GitIgnoreSpec | None
+) -> str | None:
+    """The include/exclude verdict for a file path relative to the root."""
+    if exclude is not None and exclude.match_file(rel):
+        return Skip.EXCLUDED
+    if include is not None and not include.match_file(rel):
+        return Skip.NOT_INCLUDED
+    return None
+
+
+def skip_dir_reason(name: str, config: WorkspaceConfig) -> str | None:
+    if name in config.skip_dirs or name.endswith(SKIP_DIR_SUFFIXES):
+        return Skip.SKIPPED_DIR
+    return None
+
+
+def is_binary(head: bytes) -> bool:
+    return b"\0" in head[:BINARY_SNIFF_BYTES]
+
+
+def decode_source(data: bytes) -> str | None:
+    """The text of a source file, or ``None`` when it is binary or not UTF-8."""
+    if is_binary(data):
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def is_within(path: Path, root: Path) -> bool:
+    return path == root or root in path.parents
+
+
+def read_source(path: Path, max_bytes: int) -> tuple[str | None, str | None]:
+    """(text, None) for an indexable text file, else (None, skip reason)."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(max_bytes + 1)
+    except FileNotFoundError:
+        return None, Skip.VANISHED
+    except PermissionError:
+        return None, Skip.PERMISSION
+    except OSError:
+        return None, Skip.NOT_REGULAR
+    if len(data) > max_bytes:
+        return None, Skip.TOO_LARGE
+    if is_binary(data):
+        return None, Skip.BINARY
+    text = decode_source(data)
+    return (text, None) if text is not None else (None, Skip.NOT_UTF8)
+
+
+# ---------------------------------------------------------------------------------------------- the walk
+
+
+def _read_gitignore(directory: Path) -> GitIgnoreSpec | None:
+    try:
+        return parse_gitignore((directory / ".gitignore").read_text(encoding="utf-8", errors="replace"))
+    except OSError:
+        return None
+
+
+class _Walker:
+    """One scan of one root; collects files and skip counts."""
+
+    def __init__(self, root: Path, config: WorkspaceConfig) -> None:
+        self.root = root.resolve()
+        self.config = config
+        self.include = glob_spec(config.include)
+        self.exclude = glob_spec(config.exclude)
+        self.result = ScanResult()
+        self._seen: set[tuple[int, int]] = set()
+
+    def skip(self, reason: str) -> None:
+        self.result.skipped[reason] += 1
+
+    def run(self) -> ScanResult:
+        self._walk(self.root, "", [])
+        return self.result
+
+    def _walk(self, directory: Path, rel_dir: str, layers: list[IgnoreLayer]) -> None:
+        try:
+            info = directory.stat()
+            if (info.st_dev, info.st_ino) in self._seen:
+                self.skip(Skip.SYMLINK_LOOP)
+                return
+            self._seen.add((info.st_dev, info.st_ino))
+            with os.scandir(directory) as listing:
+                entries = sorted(listing, key=lambda e: e.name)
+        except FileNotFoundError:
+            self.skip(Skip.VANISHED)
+            return
+        except PermissionError:
+            self.skip(Skip.PERMISSION)
+            return
+        except OSError:
+            self.skip(Skip.NOT_REGULAR)
+            return
+        if rel_dir and any(e.name == VENV_MARKER for e in entries):
+            self.skip(Skip.VIRTUALENV)
+            return
+        spec = _read_gitignore(directory) if any(e.name == ".gitignore" for e in entries) else None
+        if spec is not None:
+            layers = [*layers, (rel_dir, spec)]
+        for entry in entries:
+            if len(self.result.files) >= self.config.max_files:
+                self.skip(Skip.MAX_FILES)
+                return
+            self._visit(entry, f"{rel_dir}/{entry.name}" if rel_dir else entry.name, layers)
+
+    def _visit(self, entry: os.DirEntry[str], rel: str, layers: list[IgnoreLayer]) -> None:
+        path = Path(entry.path)
+        try:
+            info = path.stat()  # follows symlinks
+        except FileNotFoundError:
+            self.skip(Skip.VANISHED)  # removed mid-scan, or a dangling symlink
+            return
+        except PermissionError:
+            self.skip(Skip.PERMISSION)
+            return
+        except OSError:
+            self.skip(Skip.SYMLINK_LOOP if entry.is_symlink() else Skip.NOT_REGULAR)
+            return
+        if entry.is_symlink() and not is_within(path.resolve(), self.root):
+            self.skip(Skip.SYMLINK_ESCAPE)
+            return
+        is_dir = stat.S_ISDIR(info.st_mode)
+        reason = self._path_reason(entry.name, rel, is_dir, layers)
+        if reason is not None:
+            self.skip(reason)
+        elif is_dir:
+            self._walk(path, rel, layers)
+        elif not stat.S_ISREG(info.st_mode):
+            self.skip(Skip.NOT_REGULAR)
+        elif info.st_size > self.config.max_file_bytes:
+            self.skip(Skip.TOO_LARGE)
+        elif (info.st_dev, info.st_ino) in self._seen:
+            self.skip(Skip.DUPLICATE)
+        else:
+            self._seen.add((info.st_dev, info.st_ino))
+            self.result.files.append(ScannedFile(path, rel, info.st_size, info.st_mtime_ns))
+
+    def _path_reason(self, name: str, rel: str, is_dir: bool, layers: list[IgnoreLayer]) -> str | None:
+        if is_dir and skip_dir_reason(name, self.config):
+            return Skip.SKIPPED_DIR
+        if is_ignored(layers, rel, is_dir):
+            return Skip.IGNORED
+        return None if is_dir else config_reason(self.config, rel, self.include, self.exclude)
+
+
+def scan(root: Path, config: WorkspaceConfig = DEFAULT_CONFIG) -> ScanResult:
+    """Candidate files under ``root`` (stat-level rules; :func:`read_source` applies the content rules)."""
+    return _Walker(Path(root), config).run()
+
+
+def iter_sources(root: Path, config: WorkspaceConfig = DEFAULT_CONFIG) -> Iterator[tuple[ScannedFile, str]]:
+    """Scan and read: (file, text) for every indexable file; skips are not reported (see :func:`scan`)."""
+    for scanned in scan(root, config).files:
+        text, _ = read_source(scanned.path, config.max_file_bytes)
+        if text is not None:
+            yield scanned, text
+
+
+# ---------------------------------------------------------------------------------------------- one path
+
+
+class PathFilter:
+    """The scan's rules for a single path under ``root`` (for watcher events); .gitignore parses cached."""
+
+    def __init__(self, root: Path, config: WorkspaceConfig = DEFAULT_CONFIG) -> None:
+        self.root = Path(root).resolve()
+        self.config = config
+        self.include = glob_spec(config.include)
+        self.exclude = glob_spec(config.exclude)
+        self._specs: dict[Path, GitIgnoreSpec | None] = {}
+
+    def invalidate(self) -> None:
+        """Forget cached .gitignore parses (call when a .gitignore changes)."""
+        self._specs.clear()
+
+    def _spec(self, directory: Path) -> GitIgnoreSpec | None:
+        if directory not in self._specs:
+            self._specs[directory] = _read_gitignore(directory)
+        return self._specs[directory]
+
+    def reason(self, path: Path, is_dir: bool = False) -> str | None:
+        """Why ``path`` would be left out by a scan (``None``: indexable by path); content not checked."""
+        path = Path(os.path.abspath(path))
+        if not is_within(path, self.root) or path == self.root:
+            return Skip.SYMLINK_ESCAPE
+        parts = path.relative_to(self.root).parts
+        layers: list[IgnoreLayer] = []
+        directory = self.root
+        for depth, name in enumerate(parts):
+            rel = "/".join(parts[: depth + 1])
+            last = depth == len(parts) - 1
+            spec = self._spec(directory)
+            if spec is not None:
+                layers.append(("/".join(parts[:depth]), spec))
+            directory = directory / name
+            if not last or is_dir:
+                if skip_dir_reason(name, self.config):
+                    return Skip.SKIPPED_DIR
+                if (directory / VENV_MARKER).exists():
+                    return Skip.VIRTUALENV
+            if is_ignored(layers, rel, is_dir=not last or is_dir):
+                return Skip.IGNORED
+        if os.path.realpath(path) != str(path) and not is_within(Path(os.path.realpath(path)), self.root):
+            return Skip.SYMLINK_ESCAPE
+        return None if is_dir else config_reason(self.config, "/".join(parts), self.include, self.exclude)

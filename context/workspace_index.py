@@ -1,0 +1,301 @@
+"""The workspace's n-gram index kept current: scan + tokenize + :class:`NgramIndex` + snapshot + watcher.
+
+``build()`` scans the roots, reuses the snapshot's token ids for files whose size and mtime are unchanged,
+tokenizes the rest in batches, indexes everything (oldest file first, so recency follows modification time)
+and saves the snapshot. Afterwards the watcher (``start_watching()``) and the editor
+(``update_document``/``close_document``; an open document's text overrides the disk) keep it current, one file
+at a time. Listeners (``add_listener``) hear about every effective change, e.g. snippet retrieval.
+
+Threads: the watcher thread and the LSP worker may call in concurrently; the bookkeeping here is guarded by one
+lock and the index itself publishes immutable states (lookups never wait).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from context.index_store import Snapshot, StoredFile, load_snapshot, save_snapshot, snapshot_path, tokenizer_key
+from context.ngram_index import NgramIndex
+from context.watcher import WorkspaceWatcher
+from context.workspace import DEFAULT_CONFIG, PathFilter, ScannedFile, WorkspaceConfig, read_source, scan
+
+TokenizeFn = Callable[[str], list[int]]
+TokenizeBatchFn = Callable[[list[str]], list[list[int]]]
+ProgressFn = Callable[[str, "float | None"], None]
+ListenerFn = Callable[[str, "str | None"], None]
+log = logging.getLogger(__name__)
+
+BATCH_CHARS = 1 << 20  # texts per tokenizer call: about a megabyte
+
+
+@dataclass
+class IndexStats:
+    files: int = 0
+    tokens: int = 0
+    skipped: Counter[str] = field(default_factory=Counter)
+    reused_files: int = 0  # token ids taken from the snapshot
+    tokenized_files: int = 0
+    build_seconds: float = 0.0  # the whole build(), tokenization and scanning included
+    tokenize_seconds: float = 0.0
+    index_seconds: float = 0.0  # NgramIndex.build alone
+    index_bytes: int = 0
+    snapshot_path: str | None = None
+
+    @property
+    def bytes_per_token(self) -> float:
+        return self.index_bytes / self.tokens if self.tokens else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "files": self.files,
+            "tokens": self.tokens,
+            "bytes_per_token": round(self.bytes_per_token, 2),
+            "index_bytes": self.index_bytes,
+            "reused_files": self.reused_files,
+            "tokenized_files": self.tokenized_files,
+            "build_seconds": round(self.build_seconds, 3),
+            "tokenize_seconds": round(self.tokenize_seconds, 3),
+            "index_seconds": round(self.index_seconds, 3),
+            "skipped": dict(sorted(self.skipped.items())),
+            "snapshot_path": self.snapshot_path,
+        }
+
+
+def batch_tokenizer(tokenizer: Any) -> TokenizeBatchFn:
+    """A fast tokenizer called on a list of texts at once, no special tokens added."""
+
+    def tokenize_batch(texts: list[str]) -> list[list[int]]:
+        return list(tokenizer(texts, add_special_tokens=False)["input_ids"]) if texts else []
+
+    return tokenize_batch
+
+
+def _batches(texts: Sequence[str], max_chars: int) -> Iterable[tuple[int, int]]:
+    start, size = 0, 0
+    for i, text in enumerate(texts):
+        if size and size + len(text) > max_chars:
+            yield start, i
+            start, size = i, 0
+        size += len(text)
+    if start < len(texts):
+        yield start, len(texts)
+
+
+class WorkspaceIndex:
+    """The n-gram index over ``roots``, kept current. ``store_key`` names the tokenizer (None: no snapshot)."""
+
+    def __init__(
+        self,
+        roots: Sequence[str | Path],
+        tokenize: TokenizeFn,
+        config: WorkspaceConfig = DEFAULT_CONFIG,
+        store_key: str | None = None,
+        tokenize_batch: TokenizeBatchFn | None = None,
+        index: NgramIndex | None = None,
+        debounce_s: float = 0.2,
+    ) -> None:
+        self.roots = [Path(r).resolve() for r in roots]
+        self.config = config
+        self.index = index or NgramIndex()
+        self.stats = IndexStats()
+        self.snapshot_file = snapshot_path(self.roots, store_key) if store_key else None
+        self._store_key = store_key
+        self._tokenize = tokenize
+        self._tokenize_batch = tokenize_batch or (lambda texts: [tokenize(t) for t in texts])
+        self._filters = [PathFilter(r, config) for r in self.roots]
+        self._lock = threading.RLock()
+        self._disk: dict[str, StoredFile] = {}  # what is on disk (and in the snapshot)
+        self._open: dict[str, str] = {}  # editor overrides
+        self._listeners: list[ListenerFn] = []
+        self._watcher = WorkspaceWatcher(self.roots, self._on_disk_change, config, debounce_s)
+
+    @classmethod
+    def for_tokenizer(
+        cls, roots: Sequence[str | Path], tokenizer: Any, config: WorkspaceConfig = DEFAULT_CONFIG, **kwargs: Any
+    ) -> WorkspaceIndex:
+        """Wire a Hugging Face fast tokenizer: single and batch tokenization, the snapshot key."""
+        batch = batch_tokenizer(tokenizer)
+        return cls(roots, lambda text: batch([text])[0], config, tokenizer_key(tokenizer), batch, **kwargs)
+
+    # --- build ---------------------------------------------------------------------------------------
+
+    def build(self, progress: ProgressFn | None = None) -> IndexStats:
+        """Scan, tokenize what changed since the snapshot, index, save. Returns the stats."""
+        report = progress or (lambda message, fraction: None)
+        started = time.perf_counter()
+        stats = IndexStats(snapshot_path=str(self.snapshot_file) if self.snapshot_file else None)
+        report("scanning", 0.0)
+        scanned: list[ScannedFile] = []
+        for root in self.roots:
+            result = scan(root, self.config)
+            scanned += result.files
+            stats.skipped.update(result.skipped)
+        snapshot = self._load_snapshot()
+        disk = self._collect(scanned, snapshot, stats, report)
+        report("indexing", 0.95)
+        with self._lock:
+            self._disk = disk
+            t0 = time.perf_counter()
+            self.index.build(self._effective_files())
+            stats.index_seconds = time.perf_counter() - t0
+        stats.files, stats.tokens, stats.index_bytes = self.index.num_files, self.index.num_tokens, self.index.nbytes
+        if stats.tokenized_files or snapshot is None or len(snapshot.files) != len(disk):
+            self.save()
+        stats.build_seconds = time.perf_counter() - started
+        self.stats = stats
+        report("done", 1.0)
+        return stats
+
+    def _load_snapshot(self) -> Snapshot | None:
+        if self.snapshot_file is None or self._store_key is None:
+            return None
+        return load_snapshot(self.snapshot_file, self.roots, self._store_key)
+
+    def _collect(
+        self, scanned: list[ScannedFile], snapshot: Snapshot | None, stats: IndexStats, report: ProgressFn
+    ) -> dict[str, StoredFile]:
+        """Token ids for every scanned file: from the snapshot when unchanged, else read and tokenized."""
+        disk: dict[str, StoredFile] = {}
+        fresh: list[ScannedFile] = []
+        texts: list[str] = []
+        for i, file in enumerate(sorted(scanned, key=lambda f: (f.mtime_ns, str(f.path)))):
+            stored = snapshot.files.get(str(file.path)) if snapshot else None
+            if stored is not None and stored.matches(file.size, file.mtime_ns):
+                disk[str(file.path)] = stored
+                stats.reused_files += 1
+                continue
+            text, reason = read_source(file.path, self.config.max_file_bytes)
+            if text is None:
+                stats.skipped[str(reason)] += 1
+                continue
+            fresh.append(file)
+            texts.append(text)
+            if i % 256 == 0:
+                report(f"reading {i}/{len(scanned)} files", 0.1 * i / max(1, len(scanned)))
+        for file, tokens in zip(fresh, self._tokenize_all(texts, stats, report), strict=True):
+            disk[str(file.path)] = StoredFile(str(file.path), file.size, file.mtime_ns, tokens)
+        stats.tokenized_files = len(fresh)
+        return dict(sorted(disk.items(), key=lambda item: (item[1].mtime_ns, item[0])))
+
+    def _tokenize_all(self, texts: list[str], stats: IndexStats, report: ProgressFn) -> list[np.ndarray]:
+        out: list[np.ndarray] = []
+        total = sum(len(t) for t in texts) or 1
+        done = 0
+        t0 = time.perf_counter()
+        for start, stop in _batches(texts, BATCH_CHARS):
+            out += [np.asarray(ids, dtype=np.int32) for ids in self._tokenize_batch(texts[start:stop])]
+            done += sum(len(t) for t in texts[start:stop])
+            report(f"tokenizing {stop}/{len(texts)} files", 0.1 + 0.85 * done / total)
+        stats.tokenize_seconds = time.perf_counter() - t0
+        return out
+
+    def _effective_files(self) -> list[tuple[str, np.ndarray]]:
+        """Every file's token ids, an open document's taking the place of the disk's."""
+        files = [(path, stored.tokens) for path, stored in self._disk.items() if path not in self._open]
+        return files + [(path, self._tokens(text)) for path, text in self._open.items()]
+
+    def _tokens(self, text: str) -> np.ndarray:
+        return np.asarray(self._tokenize(text), dtype=np.int32)
+
+    # --- persistence ---------------------------------------------------------------------------------
+
+    def save(self) -> Path | None:
+        """Write the snapshot of the disk's files (not the editor's unsaved text)."""
+        if self.snapshot_file is None or self._store_key is None:
+            return None
+        with self._lock:
+            files = dict(self._disk)
+        roots = [str(r) for r in self.roots]
+        save_snapshot(self.snapshot_file, Snapshot(sorted(roots), self._store_key, files))
+        return self.snapshot_file
+
+    # --- editor documents ----------------------------------------------------------------------------
+
+    def update_document(self, path: str | Path, text: str) -> None:
+        """An open editor's text for ``path``: it overrides the file on disk until closed."""
+        key = str(Path(path).resolve())
+        tokens = self._tokens(text)
+        with self._lock:
+            self._open[key] = text
+            self.index.set_file(key, tokens)
+        self._notify(key, text)
+
+    def close_document(self, path: str | Path) -> None:
+        """Back to the disk's version of ``path`` (or out of the index if it is not an indexed file)."""
+        key = str(Path(path).resolve())
+        with self._lock:
+            if self._open.pop(key, None) is None:
+                return
+        self._refresh_from_disk(Path(key))
+
+    def set_preferences(self, current_path: str | Path | None, open_paths: Iterable[str | Path] = ()) -> None:
+        current = str(Path(current_path).resolve()) if current_path is not None else None
+        self.index.set_preferences(current, [str(Path(p).resolve()) for p in open_paths])
+
+    # --- disk changes --------------------------------------------------------------------------------
+
+    def add_listener(self, listener: ListenerFn) -> None:
+        """``listener(path, text_or_None)`` after every effective change (None: the file left the index)."""
+        self._listeners.append(listener)
+
+    def start_watching(self) -> None:
+        self._watcher.start()
+
+    def stop(self) -> None:
+        self._watcher.stop()
+
+    def _filter_for(self, path: Path) -> PathFilter | None:
+        return next((f for f in self._filters if f.root in path.parents), None)
+
+    def _refresh_from_disk(self, path: Path) -> None:
+        path_filter = self._filter_for(path)
+        text = None
+        if path_filter is not None and path_filter.reason(path) is None:
+            text, _ = read_source(path, self.config.max_file_bytes)
+        self._on_disk_change(path, text)
+
+    def _on_disk_change(self, path: Path, text: str | None) -> None:
+        """The watcher's callback: ``text`` is the file's new content, ``None`` when it is gone."""
+        key = str(path)
+        with self._lock:
+            if key in self._open:
+                return  # the editor's text wins; the disk is read again on close
+        if text is None:
+            self._remove_under(key)
+            return
+        tokens = self._tokens(text)
+        try:
+            info = path.stat()
+        except OSError:
+            self._remove_under(key)
+            return
+        with self._lock:
+            self._disk[key] = StoredFile(key, info.st_size, info.st_mtime_ns, tokens)
+            self.index.set_file(key, tokens)
+        self._notify(key, text)
+
+    def _remove_under(self, key: str) -> None:
+        """Drop ``key`` and, when it was a directory, every file under it."""
+        with self._lock:
+            gone = [p for p in self._disk if (p == key or p.startswith(key + "/")) and p not in self._open]
+            for p in gone:
+                del self._disk[p]
+            self.index.remove_files([*gone, key] if key not in self._open else gone)
+        for p in gone:
+            self._notify(p, None)
+
+    def _notify(self, path: str, text: str | None) -> None:
+        for listener in list(self._listeners):
+            try:
+                listener(path, text)
+            except Exception:
+                log.exception("workspace index listener failed for %s", path)
