@@ -1,13 +1,83 @@
-"""`lookahead-lsp model`: not implemented yet."""
+"""`lookahead-lsp model`: prepare (assemble, convert, cache) and load a model, then describe it.
+
+Progress goes to stderr; the description (or ``--json``) to stdout. ``--prepare-only`` stops after the
+conversion cache is built, which is what ``scripts/setup.sh`` runs.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
+import sys
+import time
+from typing import TextIO
+
+from lsp_server.cli import UsageError
+
+
+class StderrProgress:
+    """A ``progress(message, fraction)`` callback printing to stderr: each new message, then every 10%."""
+
+    def __init__(self, stream: TextIO | None = None) -> None:
+        self.stream = stream or sys.stderr
+        self.message = ""
+        self.shown = -1.0
+        self.started = time.perf_counter()
+
+    def __call__(self, message: str, fraction: float | None) -> None:
+        if message != self.message:
+            self.message, self.shown = message, -1.0
+        elif fraction is None or fraction <= self.shown or (fraction < min(self.shown + 0.1, 1.0)):
+            return
+        elapsed = time.perf_counter() - self.started
+        percent = "" if fraction is None else f" {fraction:4.0%}"
+        print(f"[{elapsed:5.1f} s] {message}{percent}", file=self.stream, flush=True)
+        self.shown = fraction if fraction is not None else self.shown
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    pass
+    parser.add_argument(
+        "--spec",
+        default="embedded",
+        help="embedded (default), a transformers directory, a .gguf file, or an HF id in the local cache",
+    )
+    parser.add_argument("--device", default="auto", help="auto (cuda, mps, cpu), cpu, cuda, cuda:N, mps")
+    parser.add_argument("--dtype", default="auto", help="auto (bf16 on cuda, else fp32), float32, bfloat16, ...")
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    parser.add_argument(
+        "--prepare-only",
+        action="store_true",
+        help="only assemble and convert (build the cache); do not load the model",
+    )
+    parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
 
 
 def run(args: argparse.Namespace) -> int:
-    raise NotImplementedError
+    from decoder.model import ModelLoadError, load_model, resolve_spec
+
+    progress = None if args.quiet else StderrProgress()
+    try:
+        if args.prepare_only:
+            started = time.perf_counter()
+            where, source = resolve_spec(args.spec, progress)
+            info: dict[str, object] = {"spec": args.spec, "source": source, "path": where}
+            info["prepare_seconds"] = round(time.perf_counter() - started, 2)
+        else:
+            loaded = load_model(args.spec, args.device, args.dtype, progress)
+            info = {
+                "spec": loaded.spec,
+                "source": loaded.source,
+                "path": loaded.path,
+                "device": str(loaded.device),
+                "dtype": str(loaded.dtype).removeprefix("torch."),
+                "parameters": loaded.parameters,
+                "load_seconds": round(loaded.load_seconds, 2),
+            }
+    except ModelLoadError as exc:
+        raise UsageError(str(exc)) from exc
+    if args.json:
+        print(json.dumps(info))
+    else:
+        for key, value in info.items():
+            print(f"{key}: {value:,}" if isinstance(value, int) else f"{key}: {value}")
+    return 0

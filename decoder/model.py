@@ -1,0 +1,263 @@
+"""Load a Qwen2.5-Coder model for decoding: from a spec, onto a device, in a dtype, ready for inference.
+
+Specs:
+
+- ``"embedded"`` (the default): the embedded Qwen2.5-Coder-0.5B-Instruct GGUF, converted once and cached
+  (:mod:`decoder.embedded`); source ``"embedded-cache"`` or ``"embedded-converted"``.
+- a local transformers directory (``config.json`` inside); source ``"hf-dir"``.
+- a ``.gguf`` file: converted once and cached by the file's **sha256** (content, not size and mtime: a copied
+  or touched file still hits the cache, and hashing costs about a second per GB); source ``"gguf-cache"`` or
+  ``"gguf-converted"``.
+- a Hugging Face id: loaded from the local HF cache only (``local_files_only=True``: never a download or a
+  wait on the network); source ``"hf-id"``.
+
+Attention: the model is loaded with ``attn_implementation="sdpa"``. Checked with transformers 5.23: a custom
+4-D **float** mask (0 where allowed, the dtype's minimum elsewhere; shape ``(1, 1, q, past + q)``) with
+explicit ``position_ids`` over a ``DynamicCache`` gives the same logits as sequential decoding, with "sdpa"
+and with "eager" alike, and a float32 mask works with a bfloat16 model. A **boolean** 4-D mask is right
+with "sdpa" but silently wrong with "eager" (it is added to the scores as 0/1, masking nothing), so decoders
+should build float masks.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from decoder.embedded import EmbeddedModelError, ProgressFn, prepare_embedded, prepare_gguf
+
+logger = logging.getLogger(__name__)
+
+ATTN_IMPLEMENTATION = "sdpa"
+
+STOP_TOKENS = (
+    "<|endoftext|>",
+    "<|im_end|>",
+    "<|im_start|>",
+    "<|fim_pad|>",
+    "<|file_sep|>",
+    "<|repo_name|>",
+    "<|fim_prefix|>",
+    "<|fim_suffix|>",
+    "<|fim_middle|>",
+)
+"""Qwen2.5-Coder special tokens that end a completion (the EOS token is added too)."""
+
+DTYPES: dict[str, torch.dtype] = {
+    "float32": torch.float32,
+    "fp32": torch.float32,
+    "float": torch.float32,
+    "bfloat16": torch.bfloat16,
+    "bf16": torch.bfloat16,
+    "float16": torch.float16,
+    "fp16": torch.float16,
+    "half": torch.float16,
+    "float64": torch.float64,
+    "fp64": torch.float64,
+    "double": torch.float64,
+}
+
+
+class ModelLoadError(Exception):
+    """The model could not be loaded; the message is one line saying why."""
+
+
+@dataclass
+class LoadedModel:
+    """A model ready for inference (eval mode, on its device) and its tokenizer."""
+
+    model: Any  # a transformers causal LM (Qwen2ForCausalLM for every supported spec)
+    tokenizer: Any  # a transformers fast tokenizer
+    device: torch.device
+    dtype: torch.dtype
+    spec: str
+    load_seconds: float
+    source: str  # embedded-cache, embedded-converted, gguf-cache, gguf-converted, hf-dir, hf-id
+    path: str  # the directory (or HF id) the weights were loaded from
+
+    @property
+    def parameters(self) -> int:
+        return sum(p.numel() for p in self.model.parameters())
+
+
+def resolve_device(device: str | torch.device = "auto") -> torch.device:
+    """``"auto"``: CUDA, then MPS, then CPU. Otherwise a device string, checked to be usable here."""
+    if isinstance(device, str) and device.strip().lower() == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        if torch.backends.mps.is_available():
+            return torch.device("mps")
+        return torch.device("cpu")
+    try:
+        resolved = torch.device(device)
+    except (RuntimeError, TypeError, ValueError) as exc:
+        raise ModelLoadError(f"bad device {device!r}: use auto, cpu, cuda, cuda:N or mps") from exc
+    if resolved.type == "cpu":
+        return resolved
+    if resolved.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ModelLoadError(f"device {device!r}: CUDA is not available on this machine")
+        if resolved.index is not None and resolved.index >= torch.cuda.device_count():
+            raise ModelLoadError(f"device {device!r}: only {torch.cuda.device_count()} CUDA device(s)")
+        return resolved
+    if resolved.type == "mps":
+        if not torch.backends.mps.is_available():
+            raise ModelLoadError(f"device {device!r}: MPS is not available on this machine")
+        return resolved
+    raise ModelLoadError(f"bad device {device!r}: use auto, cpu, cuda, cuda:N or mps")
+
+
+def resolve_dtype(dtype: str | torch.dtype, device: torch.device) -> torch.dtype:
+    """``"auto"``: bfloat16 on CUDA, float32 elsewhere; else a name like ``"float32"``, ``"bf16"``."""
+    if isinstance(dtype, torch.dtype):
+        if dtype in DTYPES.values():
+            return dtype
+        raise ModelLoadError(f"bad dtype {dtype}: use auto or one of {', '.join(DTYPES)}")
+    name = dtype.strip().lower().removeprefix("torch.")
+    if name == "auto":
+        return torch.bfloat16 if device.type == "cuda" else torch.float32
+    if name not in DTYPES:
+        raise ModelLoadError(f"bad dtype {dtype!r}: use auto or one of {', '.join(DTYPES)}")
+    return DTYPES[name]
+
+
+def _one_line(exc: BaseException) -> str:
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return (lines[0] if lines else type(exc).__name__)[:300]
+
+
+def _looks_like_path(spec: str) -> bool:
+    return spec.startswith(("/", "./", "../", "~", "\\")) or spec.endswith(".gguf") or spec.count("/") > 1
+
+
+def resolve_spec(spec: str, progress: ProgressFn | None = None) -> tuple[str, str]:
+    """Where to load ``spec`` from and the source label: ``(directory or HF id, source)``.
+
+    Prepares what needs preparing (assembling and converting a GGUF), which can take a minute once.
+    """
+    try:
+        if spec == "embedded":
+            converted = prepare_embedded(progress)
+            return str(converted.path), "embedded-converted" if converted.fresh else "embedded-cache"
+        path = Path(spec).expanduser()
+        if path.is_file() and path.suffix == ".gguf":
+            converted = prepare_gguf(path, progress)
+            return str(converted.path), "gguf-converted" if converted.fresh else "gguf-cache"
+    except EmbeddedModelError as exc:
+        raise ModelLoadError(str(exc)) from exc
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise ModelLoadError(f"{spec!r} is a directory without config.json, not a transformers model")
+        return str(path), "hf-dir"
+    if path.exists():
+        raise ModelLoadError(f"{spec!r} is neither a .gguf file nor a transformers model directory")
+    if _looks_like_path(spec):
+        raise ModelLoadError(f"{spec!r}: no such file or directory")
+    _check_hf_id(spec)
+    return spec, "hf-id"
+
+
+def _check_hf_id(spec: str) -> None:
+    """An HF id must be valid and its config in the local HF cache (no download is ever attempted)."""
+    from huggingface_hub import try_to_load_from_cache
+    from huggingface_hub.utils import HFValidationError
+
+    try:
+        cached = try_to_load_from_cache(spec, "config.json")
+    except HFValidationError as exc:
+        raise ModelLoadError(f"{spec!r} is not a local path, a .gguf file or a valid HF model id") from exc
+    if not isinstance(cached, str):
+        raise ModelLoadError(
+            f"{spec!r} is not a local path and not in the local HF cache (downloads are never attempted)"
+        )
+
+
+def load_model(
+    spec: str = "embedded",
+    device: str | torch.device = "auto",
+    dtype: str | torch.dtype = "auto",
+    progress: ProgressFn | None = None,
+    *,
+    attn_implementation: str = ATTN_IMPLEMENTATION,
+) -> LoadedModel:
+    """Load ``spec`` onto ``device`` in ``dtype``, in eval mode. :class:`ModelLoadError` on any failure."""
+    started = time.perf_counter()
+    resolved_device = resolve_device(device)
+    resolved_dtype = resolve_dtype(dtype, resolved_device)
+    where, source = resolve_spec(spec, progress)
+    if progress is not None:
+        progress(f"loading the model from {where}", None)
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(where, local_files_only=True)
+        model = AutoModelForCausalLM.from_pretrained(
+            where,
+            dtype=resolved_dtype,
+            attn_implementation=attn_implementation,
+            local_files_only=True,
+            device_map=None if resolved_device.type == "cpu" else str(resolved_device),
+        )
+    except (OSError, ValueError, KeyError, RuntimeError, ImportError) as exc:
+        raise ModelLoadError(f"cannot load {spec!r} from {where}: {_one_line(exc)}") from exc
+    model.eval()
+    model.requires_grad_(False)
+    seconds = time.perf_counter() - started
+    logger.info("loaded %s (%s) on %s as %s in %.1f s", spec, source, resolved_device, resolved_dtype, seconds)
+    return LoadedModel(model, tokenizer, resolved_device, resolved_dtype, spec, seconds, source, where)
+
+
+def stop_token_ids(tokenizer: Any) -> frozenset[int]:
+    """The EOS id(s) and the ids of :data:`STOP_TOKENS` that are in this tokenizer's vocabulary."""
+    vocab = tokenizer.get_vocab()
+    ids = {vocab[token] for token in STOP_TOKENS if token in vocab}
+    eos = tokenizer.eos_token_id
+    if isinstance(eos, int):
+        ids.add(eos)
+    elif isinstance(eos, (list, tuple)):
+        ids.update(int(i) for i in eos)
+    return frozenset(ids)
+
+
+def physical_cores() -> int:
+    """Physical CPU cores this process may use (logical CPUs when the topology is unknown)."""
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    try:
+        cores: set[tuple[str, str]] = set()
+        physical = core = ""
+        with open("/proc/cpuinfo") as cpuinfo:
+            for line in cpuinfo:
+                key, _, value = line.partition(":")
+                key = key.strip()
+                if key == "physical id":
+                    physical = value.strip()
+                elif key == "core id":
+                    core = value.strip()
+                    cores.add((physical, core))
+        if cores:
+            return max(1, min(usable, len(cores)))
+    except OSError:
+        pass
+    return max(1, usable)
+
+
+def configure_torch_threads(n: int | None = None) -> int:
+    """Intra-op threads = ``n`` or the physical cores; inter-op threads = 1. Returns the intra-op count.
+
+    torch accepts the inter-op setting only before its first parallel work; later calls keep the old value.
+    """
+    threads = n if n is not None else physical_cores()
+    if threads < 1:
+        raise ValueError(f"thread count must be at least 1, not {threads}")
+    torch.set_num_threads(threads)
+    try:
+        torch.set_num_interop_threads(1)
+    except RuntimeError:
+        logger.debug("inter-op threads already fixed at %d", torch.get_num_interop_threads())
+    return threads

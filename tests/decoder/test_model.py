@@ -1,0 +1,188 @@
+"""decoder/model.py: specs, devices and dtypes, the 4-D mask contract, stop tokens, threads, the real model."""
+
+from __future__ import annotations
+
+import gc
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+
+from decoder.embedded import EMBEDDED, assemble
+from decoder.model import (
+    LoadedModel,
+    ModelLoadError,
+    configure_torch_threads,
+    load_model,
+    physical_cores,
+    resolve_device,
+    resolve_dtype,
+    stop_token_ids,
+)
+
+
+@pytest.mark.parametrize(
+    ("spec", "fragment"),
+    [
+        ("/nonexistent/model.gguf", "no such file"),
+        ("./not-here", "no such file"),
+        ("lookahead-lsp-tests/no-such-model-xyz", "not in the local HF cache"),
+        ("bad id with spaces!", "not a local path"),
+    ],
+)
+def test_bad_specs_fail_fast_with_one_line(spec: str, fragment: str) -> None:
+    started = time.perf_counter()
+    with pytest.raises(ModelLoadError) as info:
+        load_model(spec, device="cpu")
+    assert time.perf_counter() - started < 10
+    assert fragment in str(info.value) and "\n" not in str(info.value)
+
+
+def test_a_directory_without_config_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ModelLoadError, match="without config.json"):
+        load_model(str(tmp_path), device="cpu")
+
+
+@pytest.mark.parametrize("device", ["tpu", "cuda:99", "not a device", "meta"])
+def test_bad_devices(device: str) -> None:
+    with pytest.raises(ModelLoadError):
+        load_model("/nonexistent/model.gguf", device=device)  # the device is checked before the spec
+
+
+@pytest.mark.parametrize("dtype", ["float13", "int8", ""])
+def test_bad_dtypes(dtype: str) -> None:
+    with pytest.raises(ModelLoadError, match="bad dtype"):
+        load_model("/nonexistent/model.gguf", device="cpu", dtype=dtype)
+
+
+def test_device_and_dtype_resolution() -> None:
+    cpu = torch.device("cpu")
+    assert resolve_device("cpu") == cpu
+    expected = "cuda" if torch.cuda.is_available() else "mps" if torch.backends.mps.is_available() else "cpu"
+    assert resolve_device("auto").type == expected
+    assert resolve_dtype("auto", cpu) == torch.float32
+    assert resolve_dtype("auto", torch.device("cuda")) == torch.bfloat16
+    assert resolve_dtype("BF16", cpu) == torch.bfloat16
+    assert resolve_dtype("torch.float64", cpu) == torch.float64
+    assert resolve_dtype(torch.float16, cpu) == torch.float16
+
+
+def test_configure_torch_threads() -> None:
+    before = torch.get_num_threads()
+    try:
+        assert configure_torch_threads(1) == 1 and torch.get_num_threads() == 1
+        assert configure_torch_threads() == physical_cores() == torch.get_num_threads()
+        with pytest.raises(ValueError):
+            configure_torch_threads(0)
+    finally:
+        torch.set_num_threads(before)
+
+
+def _word_tokenizer(words: list[str], eos: str):  # type: ignore[no-untyped-def]
+    """A real fast tokenizer over a tiny word-level vocabulary."""
+    from tokenizers import Tokenizer, models
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {word: i for i, word in enumerate(words)}
+    return PreTrainedTokenizerFast(
+        tokenizer_object=Tokenizer(models.WordLevel(vocab, unk_token=words[0])), eos_token=eos
+    )
+
+
+def test_stop_tokens_only_from_the_vocabulary() -> None:
+    tokenizer = _word_tokenizer(["a", "b", "<|endoftext|>", "<|file_sep|>", "<|my_eos|>"], "<|my_eos|>")
+    assert stop_token_ids(tokenizer) == frozenset({2, 3, 4})
+
+
+@pytest.mark.real_model
+def test_stop_tokens_of_the_embedded_tokenizer(tokenizer) -> None:  # type: ignore[no-untyped-def]
+    ids = stop_token_ids(tokenizer)
+    for token in ("<|endoftext|>", "<|file_sep|>", "<|im_end|>", "<|fim_middle|>"):
+        assert tokenizer.convert_tokens_to_ids(token) in ids
+    assert tokenizer.eos_token_id in ids
+    assert tokenizer.convert_tokens_to_ids("def") not in ids
+
+
+def _tree_mask(prefix: int, allowed: list[list[int]], dtype: torch.dtype) -> torch.Tensor:
+    """A (1, 1, q, prefix + q) float mask: every query sees the prefix and the new positions listed."""
+    q = len(allowed)
+    mask = torch.full((q, prefix + q), torch.finfo(dtype).min, dtype=dtype)
+    mask[:, :prefix] = 0
+    for row, cols in enumerate(allowed):
+        mask[row, [prefix + c for c in cols]] = 0
+    return mask[None, None]
+
+
+def test_hf_dir_spec_accepts_a_tree_mask_over_a_kv_cache(tmp_path: Path) -> None:
+    """The loaded model's attention takes a 4-D float mask with past_key_values like sequential decoding."""
+    from transformers import DynamicCache
+
+    from tests.tiny_model import make_tiny_qwen2
+
+    make_tiny_qwen2(vocab_size=128).save_pretrained(tmp_path)
+    _word_tokenizer([f"w{i}" for i in range(128)], "w0").save_pretrained(tmp_path)
+    loaded = load_model(str(tmp_path), device="cpu", dtype="float64")
+    assert loaded.source == "hf-dir" and loaded.dtype == torch.float64
+    model = loaded.model
+    assert not model.training and model.config._attn_implementation == "sdpa"
+    prompt = torch.tensor([[11, 22, 33, 44, 55]])
+    prefix = prompt.shape[1]
+
+    def after_prompt(tokens: list[int]) -> torch.Tensor:
+        cache = DynamicCache(config=model.config)
+        with torch.inference_mode():
+            model(input_ids=prompt, past_key_values=cache)
+            return model(input_ids=torch.tensor([tokens]), past_key_values=cache).logits[0]
+
+    branch_a, branch_b = after_prompt([70, 71]), after_prompt([70, 72])
+    cache = DynamicCache(config=model.config)
+    with torch.inference_mode():
+        model(input_ids=prompt, past_key_values=cache)
+        tree = model(  # 70, then 71 and 72 as siblings after it
+            input_ids=torch.tensor([[70, 71, 72]]),
+            position_ids=torch.tensor([[prefix, prefix + 1, prefix + 1]]),
+            attention_mask=_tree_mask(prefix, [[0], [0, 1], [0, 2]], torch.float64),
+            past_key_values=cache,
+        ).logits[0]
+    torch.testing.assert_close(tree[:2], branch_a)
+    torch.testing.assert_close(tree[2], branch_b[1])
+
+
+@pytest.fixture(scope="module")
+def embedded() -> Iterator[LoadedModel]:
+    loaded = load_model("embedded", device="cpu")
+    yield loaded
+    del loaded
+    gc.collect()
+
+
+def _greedy_next(loaded: LoadedModel, text: str) -> str:
+    ids = loaded.tokenizer(text, return_tensors="pt").input_ids
+    with torch.inference_mode():
+        token = int(loaded.model(input_ids=ids).logits[0, -1].argmax())
+    return str(loaded.tokenizer.decode([token]))
+
+
+@pytest.mark.real_model
+def test_embedded_model_loads_and_predicts_sanely(embedded: LoadedModel) -> None:
+    assert embedded.source in {"embedded-cache", "embedded-converted"}
+    assert embedded.device == torch.device("cpu") and embedded.dtype == torch.float32
+    assert next(embedded.model.parameters()).dtype == torch.float32
+    assert 400_000_000 < embedded.parameters < 700_000_000
+    assert _greedy_next(embedded, "def add(a, b):\n    return a") == " +"
+
+
+@pytest.mark.real_model
+def test_gguf_spec_uses_the_content_addressed_cache(tmp_path: Path, embedded: LoadedModel) -> None:
+    gguf = tmp_path / "copy.gguf"
+    assemble(EMBEDDED, gguf)  # the same bytes as the embedded model: the same cache entry
+    loaded = load_model(str(gguf), device="cpu")
+    try:
+        assert loaded.source == "gguf-cache"
+        assert loaded.path == embedded.path
+        assert _greedy_next(loaded, "import numpy as") == " np"
+    finally:
+        del loaded
+        gc.collect()
