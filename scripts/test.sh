@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Run the test suite from a fresh checkout: set up the project (scripts/setup.sh), fetch the real editors and
+# the llama.cpp engine for the end-to-end tests (each prints why and goes on when it cannot), lint, then pytest.
+# Extra arguments go to pytest, e.g. `scripts/test.sh -k lookahead`.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+
+bash scripts/setup.sh --quiet
+for extra in scripts/get-editors.sh scripts/get-engine.sh; do
+    if [[ -f "$extra" ]]; then
+        bash "$extra" || echo "test: $extra failed; the tests that need it will say they were skipped" >&2
+    fi
+done
+
+.venv/bin/ruff check decoder context lsp_server evaluation tests
+.venv/bin/mypy decoder context lsp_server evaluation
+exec .venv/bin/python -m pytest -ra "$@"
