@@ -1,0 +1,79 @@
+// Drives real VS Code (code-server, already started with the extension installed) in headless Chromium:
+// waits for the Lookahead status item to say the model is ready, opens FILE, goes to its end, types TYPE,
+// waits for ghost text, takes SCREENSHOT, accepts with Tab, saves with Ctrl+S. Prints one JSON line:
+// {"ghost": [...], "status": "..."}. Started by tests/editors/test_vscode.py, which checks the saved file.
+// Environment: PLAYWRIGHT_CORE (its directory), CHROMIUM_BIN, URL, FILE (name in the workspace), TYPE,
+// SCREENSHOT, TIMEOUT_MS (for the model and for the ghost text).
+const { chromium } = require(process.env.PLAYWRIGHT_CORE);
+
+const env = (name) => {
+  const value = process.env[name];
+  if (!value) throw new Error(`${name} is not set`);
+  return value;
+};
+const TIMEOUT = Number(process.env.TIMEOUT_MS || 240000);
+const GHOST = '.ghost-text-decoration, .ghost-text';
+
+// The text of the Lookahead status bar item (the codicons are not text).
+async function statusText(page) {
+  return page.$$eval('.statusbar-item', (items) => {
+    const ours = items.map((e) => e.textContent.trim()).filter((t) => t.startsWith('Lookahead') || /tok\/s/.test(t));
+    return ours[0] || '';
+  });
+}
+
+async function waitFor(what, fn, timeout) {
+  const end = Date.now() + timeout;
+  for (;;) {
+    const value = await fn();
+    if (value) return value;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
+
+(async () => {
+  const browser = await chromium.launch({
+    executablePath: env('CHROMIUM_BIN'),
+    headless: true,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update',
+      '--disable-sync', '--no-first-run', '--disable-dev-shm-usage'],
+  });
+  const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+  page.on('console', (m) => { if (/lookahead/i.test(m.text())) console.error('[browser]', m.text()); });
+  try {
+    await page.goto(env('URL'));
+    await page.waitForSelector('.monaco-workbench', { timeout: 60000 });
+    let last = '';
+    await waitFor('the Lookahead status item to say "Lookahead" (model ready)', async () => {
+      const text = await statusText(page);
+      if (text !== last) console.error('[status]', (last = text));
+      if (/failed|error/i.test(text)) throw new Error(`status: ${text}`);
+      return text === 'Lookahead';
+    }, TIMEOUT);
+
+    await page.keyboard.press('Control+P');
+    await page.waitForSelector('.quick-input-widget input', { timeout: 20000 });
+    await page.keyboard.type(env('FILE'));
+    await page.waitForTimeout(1000);
+    await page.keyboard.press('Enter');
+    await page.waitForSelector('.monaco-editor .view-lines', { timeout: 20000 });
+    await page.click('.monaco-editor .view-lines');
+    await page.keyboard.press('Control+End');
+    await page.keyboard.type(env('TYPE'), { delay: 50 }); // typing triggers an automatic inline completion
+    await page.waitForSelector(GHOST, { timeout: TIMEOUT });
+    const ghost = await page.$$eval(GHOST, (els) => els.map((e) => e.textContent));
+    await page.screenshot({ path: env('SCREENSHOT') });
+    await page.keyboard.press('Tab');
+    await waitFor('the ghost text to go after Tab', async () => (await page.$$(GHOST)).length === 0, 10000);
+    await page.keyboard.press('Control+S');
+    await page.waitForTimeout(1500);
+    const status = await statusText(page);
+    console.log(JSON.stringify({ ghost, status }));
+  } catch (error) {
+    await page.screenshot({ path: env('SCREENSHOT').replace(/\.png$/, '-failed.png') }).catch(() => {});
+    throw error;
+  } finally {
+    await browser.close();
+  }
+})().catch((e) => { console.error('FAIL', e); process.exit(1); });
