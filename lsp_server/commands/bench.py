@@ -1,13 +1,146 @@
-"""`lookahead-lsp bench`: not implemented yet."""
+"""`lookahead-lsp bench`: decoding speed of every decoder configuration on the same holes cut from real code.
+
+Also holds the options and loading steps that ``eval`` shares (corpus, workloads, model).
+"""
 
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from lsp_server.cli import UsageError
+
+if TYPE_CHECKING:
+    from decoder.model import LoadedModel
+    from evaluation.workloads import Corpus, Hole
+
+
+def add_workload_arguments(parser: argparse.ArgumentParser, workloads: str, max_new_tokens: int) -> None:
+    parser.add_argument("--corpus", default=None, help="directory of code to cut holes from (default: pathspec)")
+    parser.add_argument("--workload", default=workloads, help=f"comma-separated workloads (default: {workloads})")
+    parser.add_argument("--holes", type=int, default=6, help="holes per workload (default: 6)")
+    parser.add_argument("--seed", type=int, default=0, help="seed for choosing the holes (default: 0)")
+    parser.add_argument("--max-new-tokens", type=int, default=max_new_tokens, help="tokens to generate per hole")
+    parser.add_argument("--model", default="embedded", help="embedded, a Hugging Face id or directory, a .gguf")
+    parser.add_argument("--device", default="auto", help="auto, cpu, cuda, mps")
+    parser.add_argument("--dtype", default="auto", help="auto, float32, bfloat16, float16")
+    parser.add_argument("--token-budget", type=int, default=1024, help="prompt tokens at most (default: 1024)")
+    parser.add_argument("--out", default=None, help="write JSON, Markdown and PNG reports to this directory")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    pass
+    from evaluation.speed import DEFAULT_DECODERS
+
+    add_workload_arguments(parser, "fim,repo,none", max_new_tokens=48)
+    parser.add_argument(
+        "--decoders",
+        default=DEFAULT_DECODERS,
+        help="comma-separated: greedy, hf, hf-pld, lookahead, lookahead-no-{prompt,suffix,workspace,jacobi}, "
+        f"ablations (all four), lookahead-W<w>N<n>G<g> (default: {DEFAULT_DECODERS})",
+    )
+    parser.add_argument("--sweep", action="store_true", help="add the (W, N, G) sweep")
+    parser.add_argument("--lsp", action="store_true", help="also replay a typing session through the daemon")
+    parser.add_argument("--lsp-keystrokes", type=int, default=20, help="characters typed in the replay")
+
+
+def progress(message: str, fraction: float | None = None) -> None:
+    print(message if fraction is None else f"[{fraction:4.0%}] {message}", file=sys.stderr, flush=True)
+
+
+def load_holes(args: argparse.Namespace) -> tuple[Corpus, list[Hole]]:
+    from evaluation.workloads import WORKLOADS, Corpus, make_holes
+
+    try:
+        corpus = Corpus.load(args.corpus)
+    except (FileNotFoundError, ValueError) as exc:
+        raise UsageError(str(exc)) from exc
+    holes: list[Hole] = []
+    for workload in (w.strip() for w in args.workload.split(",") if w.strip()):
+        if workload not in WORKLOADS:
+            raise UsageError(f"unknown workload {workload!r}; choose from {', '.join(WORKLOADS)}")
+        found = make_holes(corpus, workload, args.holes, args.seed)
+        if len(found) < args.holes:
+            progress(f"{workload}: only {len(found)} holes in {corpus.name}")
+        holes.extend(found)
+    if not holes:
+        raise UsageError(f"no holes found in {corpus.root}")
+    return corpus, holes
+
+
+def load(args: argparse.Namespace) -> LoadedModel:
+    from decoder.model import ModelLoadError, configure_torch_threads, load_model
+
+    configure_torch_threads()
+    try:
+        return load_model(args.model, device=args.device, dtype=args.dtype, progress=progress)
+    except ModelLoadError as exc:
+        raise UsageError(str(exc)) from exc
+
+
+def run_meta(args: argparse.Namespace, corpus: Corpus, loaded: LoadedModel) -> dict[str, Any]:
+    from evaluation.report import machine_description
+
+    return {
+        "model": f"{loaded.spec} ({loaded.source}: {loaded.path})",
+        "device": f"{loaded.device} {loaded.dtype}".replace("torch.", ""),
+        "corpus": f"{corpus.name} ({corpus.root})",
+        "workloads": args.workload,
+        "holes_per_workload": args.holes,
+        "seed": args.seed,
+        "max_new_tokens": args.max_new_tokens,
+        "token_budget": args.token_budget,
+        **machine_description(),
+    }
 
 
 def run(args: argparse.Namespace) -> int:
-    raise NotImplementedError
+    from decoder.model import stop_token_ids
+    from evaluation.report import bench_markdown, write_bench
+    from evaluation.speed import ContextBuilder, parse_decoders, run_bench
+
+    try:
+        configs = parse_decoders(args.decoders, args.sweep)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+    corpus, holes = load_holes(args)
+    loaded = load(args)
+    builder = ContextBuilder(corpus, loaded.tokenizer, args.token_budget)
+    result = run_bench(
+        loaded.model,
+        builder,
+        holes,
+        configs,
+        args.max_new_tokens,
+        stop_token_ids(loaded.tokenizer),
+        run_meta(args, corpus, loaded),
+        progress,
+    )
+    print(bench_markdown(result))
+    written = write_bench(result, Path(args.out)) if args.out else []
+    if args.lsp:
+        written += replay_through_daemon(args, corpus, holes)
+    for path in written:
+        progress(f"wrote {path}")
+    return 0
+
+
+def replay_through_daemon(args: argparse.Namespace, corpus: Corpus, holes: list[Hole]) -> list[Path]:
+    """Type the first multi-line hole into ``lookahead-lsp serve``; print (and with --out write) the table."""
+    import json
+
+    from evaluation.lsp_replay import replay, replay_markdown
+
+    hole = next((h for h in holes if "\n" in h.middle), holes[0])
+    progress(f"replaying a typing session at {hole.id} through the daemon")
+    result = replay(hole, corpus, args.model, args.max_new_tokens, args.lsp_keystrokes)
+    table = replay_markdown([result])
+    print(table)
+    if not args.out:
+        return []
+    out = Path(args.out)
+    (out / "lsp.md").write_text(table + "\n", encoding="utf-8")
+    keystrokes = [k.__dict__ for k in result.keystrokes]
+    (out / "lsp.json").write_text(json.dumps({"summary": result.summary(), "keystrokes": keystrokes}, indent=1))
+    return [out / "lsp.md", out / "lsp.json"]

@@ -1,0 +1,214 @@
+"""Completion quality on the holes: exact match, edit similarity, repeating the suffix, running past the block.
+
+Per hole, the model decodes twice (greedy-identical lookahead, so the numbers are those of greedy): once
+with workspace context (snippets of the other files in the prompt, the workspace draft source) and once
+without. Each raw output is then scored three ways:
+
+- ``raw``: the decoded text as is (no stop rules, no trimming);
+- ``stop``: cut where the stop rules (``context/postprocess.py``) would have stopped decoding; the stop
+  function is applied token by token to the raw tokens, which is exactly where it stops a greedy decode;
+- ``stop+trim``: that, then trimmed as the daemon trims before showing it.
+
+Metrics against the removed code (both sides with trailing whitespace stripped): exact match; edit
+similarity ``1 - Levenshtein / max(len)``; ``repeats suffix``: a line of the completion equals the first
+non-blank line after the hole (stripped, at least 4 characters); ``past block``: the completion goes on past
+the hole's block, i.e. a later line is indented less than the hole's first line, or a single-line hole got
+more than one line.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from decoder.types import Decoder, DecodeRequest
+from evaluation.speed import ContextBuilder, Progress
+from evaluation.workloads import Hole
+
+VARIANTS = ("raw", "stop", "stop+trim")
+MIN_SUFFIX_LINE = 4
+
+
+def levenshtein(a: str, b: str) -> int:
+    """Edit distance (insertions, deletions, substitutions) in O(len(a) * len(b)) time, O(len(b)) memory."""
+    if len(a) < len(b):
+        a, b = b, a
+    previous = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        current = [i]
+        for j, cb in enumerate(b, 1):
+            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (ca != cb)))
+        previous = current
+    return previous[-1]
+
+
+def edit_similarity(completion: str, reference: str) -> float:
+    a, b = completion.rstrip(), reference.rstrip()
+    longest = max(len(a), len(b))
+    return 1.0 - levenshtein(a, b) / longest if longest else 1.0
+
+
+def repeats_suffix(completion: str, suffix: str) -> bool:
+    """Whether the completion holds the first non-blank line that follows the hole."""
+    first = next((line.strip() for line in suffix.split("\n") if line.strip()), "")
+    return len(first) >= MIN_SUFFIX_LINE and first in (line.strip() for line in completion.split("\n"))
+
+
+def runs_past_block(completion: str, hole: Hole) -> bool:
+    """Whether the completion goes on past the hole's block (see the module docstring)."""
+    lines = [line for line in completion.split("\n") if line.strip()]
+    if "\n" not in hole.middle:
+        return len(lines) > 1
+    cursor_line = hole.prefix.rsplit("\n", 1)[-1]
+    indent = len(cursor_line) - len(cursor_line.lstrip())
+    return any(len(line) - len(line.lstrip()) < indent for line in completion.split("\n")[1:] if line.strip())
+
+
+@dataclass(frozen=True)
+class Scored:
+    """One completion of one hole, scored."""
+
+    hole_id: str
+    workload: str
+    kind: str
+    workspace: bool
+    variant: str
+    completion: str
+    exact: bool
+    similarity: float
+    repeats_suffix: bool
+    past_block: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: round(v, 4) if isinstance(v, float) else v for k, v in self.__dict__.items()}
+
+
+def score(hole: Hole, completion: str, workspace: bool, variant: str) -> Scored:
+    return Scored(
+        hole.id,
+        hole.workload,
+        hole.kind,
+        workspace,
+        variant,
+        completion,
+        exact=completion.rstrip() == hole.middle.rstrip(),
+        similarity=edit_similarity(completion, hole.middle),
+        repeats_suffix=repeats_suffix(completion, hole.suffix),
+        past_block=runs_past_block(completion, hole),
+    )
+
+
+def stop_point(stop: Callable[[Sequence[int]], int | None], tokens: Sequence[int]) -> int:
+    """How many tokens a greedy decode with ``stop`` keeps: ``stop`` is called after each new token."""
+    for n in range(1, len(tokens) + 1):
+        keep = stop(tokens[:n])
+        if keep is not None:
+            return max(keep, 0)
+    return len(tokens)
+
+
+@dataclass
+class QualityResult:
+    meta: dict[str, Any]
+    holes: list[Hole]
+    scored: list[Scored] = field(default_factory=list)
+
+    @property
+    def workloads(self) -> list[str]:
+        return list(dict.fromkeys(h.workload for h in self.holes))
+
+
+@dataclass(frozen=True)
+class QualitySummary:
+    workload: str
+    workspace: bool
+    variant: str
+    holes: int
+    exact: int
+    similarity: float  # mean
+    repeats_suffix: int
+    past_block: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: round(v, 4) if isinstance(v, float) else v for k, v in self.__dict__.items()}
+
+
+def summarize_quality(result: QualityResult) -> list[QualitySummary]:
+    """One row per (workload or "all", workspace on/off, variant)."""
+    rows = []
+    for workload in [*result.workloads, "all"]:
+        for workspace in (True, False):
+            for variant in VARIANTS:
+                group = [
+                    s
+                    for s in result.scored
+                    if workload in ("all", s.workload) and s.workspace == workspace and s.variant == variant
+                ]
+                if group:
+                    rows.append(
+                        QualitySummary(
+                            workload,
+                            workspace,
+                            variant,
+                            len(group),
+                            sum(s.exact for s in group),
+                            sum(s.similarity for s in group) / len(group),
+                            sum(s.repeats_suffix for s in group),
+                            sum(s.past_block for s in group),
+                        )
+                    )
+    return rows
+
+
+def run_quality(
+    decoder: Decoder,
+    builder: ContextBuilder,
+    holes: Sequence[Hole],
+    max_new_tokens: int,
+    eos_ids: frozenset[int],
+    meta: dict[str, Any],
+    progress: Progress | None = None,
+) -> QualityResult:
+    """Decode each hole with and without workspace context and score every variant."""
+    from context.healing import healing_constraint, strip_healed
+    from context.postprocess import StopRules, make_stop_fn, trim
+    from context.syntax import analyze
+
+    tokenizer = builder.tokenizer
+
+    def decode(ids: Sequence[int]) -> str:
+        return str(tokenizer.decode(list(ids), skip_special_tokens=False))
+
+    result = QualityResult(meta, list(holes))
+    started = time.perf_counter()
+    for i, hole in enumerate(holes):
+        shape = analyze(hole.text_before_typing, len(hole.prefix), None, hole.path)
+        rules = StopRules(shape, hole.suffix)
+        for workspace in (True, False):
+            inputs = builder.inputs(hole, workspace)
+            built = inputs.built
+            request = DecodeRequest(
+                inputs.prompt_ids,
+                max_new_tokens=max_new_tokens,
+                eos_ids=eos_ids,
+                constraint=healing_constraint(tokenizer, built.healing) if built.healing else None,
+                drafts=inputs.drafts(),
+            )
+            out = decoder.generate(request)
+            kept = out.token_ids[: stop_point(make_stop_fn(decode, rules, built.healed_text), out.token_ids)]
+            raw = strip_healed(decode(out.token_ids), built.healed_text)
+            stopped = strip_healed(decode(kept), built.healed_text)
+            truncated = len(kept) == len(out.token_ids) and out.stats.finish_reason == "length"
+            completions = {
+                "raw": raw,
+                "stop": stopped,
+                "stop+trim": trim(stopped, shape, hole.suffix, truncated=truncated),
+            }
+            for variant, completion in completions.items():
+                result.scored.append(score(hole, completion, workspace, variant))
+        if progress is not None:
+            elapsed = time.perf_counter() - started
+            progress(f"hole {i + 1}/{len(holes)} {hole.id} ({elapsed:.0f} s)", (i + 1) / len(holes))
+    return result

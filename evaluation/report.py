@@ -1,0 +1,230 @@
+"""Reports for ``bench`` and ``eval``: Markdown tables, JSON files and PNG plots (matplotlib, Agg backend).
+
+Also the run's description (machine, versions, command) that every report starts with.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from evaluation.quality import QualityResult, summarize_quality
+from evaluation.speed import BenchResult, Summary, summarize
+
+
+def machine_description() -> dict[str, Any]:
+    """CPU model, cores and the library versions that the numbers depend on."""
+    import torch
+    import transformers
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            cpu = next((line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name")), cpu)
+    except OSError:
+        pass
+    return {
+        "cpu": cpu,
+        "logical_cpus": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "platform": platform.platform(),
+        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "command": " ".join(["lookahead-lsp", *sys.argv[1:]]),
+    }
+
+
+def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    def cell(value: Any) -> str:
+        return f"{value:.2f}" if isinstance(value, float) else str(value)
+
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines.extend("| " + " | ".join(cell(v) for v in row) + " |" for row in rows)
+    return "\n".join(lines)
+
+
+def meta_lines(meta: dict[str, Any]) -> str:
+    return "\n".join(f"- {key}: {value}" for key, value in meta.items() if value not in (None, ""))
+
+
+# --- bench ---------------------------------------------------------------------------------------------
+
+_BENCH_HEADERS = (
+    "configuration",
+    "holes",
+    "tokens/s",
+    "speedup vs greedy",
+    "passes/token",
+    "accepted/step",
+    "prefill ms",
+    "decode ms",
+    "identical to greedy",
+)
+
+
+def _bench_rows(summaries: Sequence[Summary]) -> list[list[Any]]:
+    return [
+        [
+            s.config,
+            s.holes,
+            s.tokens_per_s,
+            f"{s.speedup:.2f}x",
+            s.passes_per_token,
+            s.mean_accepted,
+            round(s.prefill_ms),
+            round(s.decode_ms),
+            f"{s.identical}/{s.holes}",
+        ]
+        for s in summaries
+    ]
+
+
+def bench_markdown(result: BenchResult) -> str:
+    """A table per workload and one over all holes."""
+    parts = ["## Speed", "", meta_lines(result.meta), ""]
+    groups: list[str | None] = [*result.workloads, None]
+    for workload in groups:
+        parts.append(f"### {workload or 'all workloads'}")
+        parts.append("")
+        parts.append(markdown_table(_BENCH_HEADERS, _bench_rows(summarize(result, workload))))
+        parts.append("")
+    return "\n".join(parts)
+
+
+def bench_json(result: BenchResult) -> dict[str, Any]:
+    return {
+        "meta": result.meta,
+        "configs": result.configs,
+        "holes": [h.to_dict() for h in result.holes],
+        "summary": {
+            workload or "all": [s.to_dict() for s in summarize(result, workload)]
+            for workload in [*result.workloads, None]
+        },
+        "runs": [r.to_dict() for r in result.runs],
+    }
+
+
+def write_bench(result: BenchResult, out_dir: Path) -> list[Path]:
+    """bench.json, bench.md, speedup.png and accepted.png in ``out_dir``; returns the paths written."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = [
+        _write_text(out_dir / "bench.json", json.dumps(bench_json(result), indent=1)),
+        _write_text(out_dir / "bench.md", bench_markdown(result)),
+    ]
+    written.append(plot_speedups(result, out_dir / "speedup.png"))
+    written.append(plot_accepted(result, out_dir / "accepted.png"))
+    return written
+
+
+def _write_text(path: Path, text: str) -> Path:
+    path.write_text(text + "\n", encoding="utf-8")
+    return path
+
+
+def _pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_speedups(result: BenchResult, path: Path) -> Path:
+    """Grouped bars: the speedup over plain greedy of each configuration, one group per workload."""
+    plt = _pyplot()
+    workloads = result.workloads
+    configs = list(result.configs)
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.2 * len(configs) * max(1, len(workloads)) / 2), 4.5))
+    width = 0.8 / max(1, len(workloads))
+    for j, workload in enumerate(workloads):
+        speedups = {s.config: s.speedup for s in summarize(result, workload)}
+        xs = [i + (j - (len(workloads) - 1) / 2) * width for i in range(len(configs))]
+        ax.bar(xs, [speedups.get(c, 0.0) for c in configs], width, label=workload)
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.set_xticks(range(len(configs)), configs, rotation=35, ha="right")
+    ax.set_ylabel("speedup vs plain greedy (geometric mean)")
+    ax.set_title(f"decode speedup, {result.meta.get('model', '')}, {result.meta.get('max_new_tokens')} new tokens")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_accepted(result: BenchResult, path: Path) -> Path:
+    """Per configuration, the share of decoding steps that committed 1, 2, ... tokens."""
+    plt = _pyplot()
+    configs = [c for c in result.configs if any(r.stats.accepted_per_step for r in result.runs_of(c))]
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    width = 0.8 / max(1, len(configs))
+    top = max((n for r in result.runs for n in r.stats.accepted_per_step), default=1)
+    for j, config in enumerate(configs):
+        steps = [n for r in result.runs_of(config) for n in r.stats.accepted_per_step]
+        shares = [steps.count(n) / len(steps) for n in range(1, top + 1)]
+        xs = [n + (j - (len(configs) - 1) / 2) * width for n in range(1, top + 1)]
+        ax.bar(xs, shares, width, label=config)
+    ax.set_xlabel("tokens committed by a decoding step")
+    ax.set_ylabel("share of steps")
+    ax.set_xticks(range(1, top + 1))
+    ax.set_title("accepted tokens per step (all holes)")
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+# --- eval ----------------------------------------------------------------------------------------------
+
+_QUALITY_HEADERS = (
+    "workload",
+    "workspace",
+    "stop rules / trim",
+    "holes",
+    "exact match",
+    "edit similarity",
+    "repeats suffix",
+    "past block",
+)
+
+
+def quality_markdown(result: QualityResult) -> str:
+    rows = [
+        [
+            s.workload,
+            "on" if s.workspace else "off",
+            s.variant,
+            s.holes,
+            f"{s.exact}/{s.holes}",
+            s.similarity,
+            f"{s.repeats_suffix}/{s.holes}",
+            f"{s.past_block}/{s.holes}",
+        ]
+        for s in summarize_quality(result)
+    ]
+    return "\n".join(["## Quality", "", meta_lines(result.meta), "", markdown_table(_QUALITY_HEADERS, rows), ""])
+
+
+def write_quality(result: QualityResult, out_dir: Path) -> list[Path]:
+    """eval.json and eval.md in ``out_dir``; returns the paths written."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    data = {
+        "meta": result.meta,
+        "holes": [h.to_dict() for h in result.holes],
+        "summary": [s.to_dict() for s in summarize_quality(result)],
+        "completions": [s.to_dict() for s in result.scored],
+    }
+    return [
+        _write_text(out_dir / "eval.json", json.dumps(data, indent=1)),
+        _write_text(out_dir / "eval.md", quality_markdown(result)),
+    ]

@@ -1,0 +1,330 @@
+"""The speed benchmark: every decoder configuration on the same holes, each paired with plain greedy.
+
+For each hole the prompt is built once (``context/prompt.py``), the suffix after the cursor becomes the
+``suffix`` draft source and a fresh workspace index (``context/ngram_index.py``) is built from the corpus
+with the hole's file as the user has it (``prefix + suffix``). Then every configuration decodes it in turn
+(interleaved per hole, so that load on a shared machine hits all of them alike).
+
+Lossless check: all decoders run with stop rules off and compare their raw token ids over
+``max_new_tokens`` (or up to EOS) with ``decoder/greedy.py``'s; transformers' ``generate`` has no stop
+callback, so this is the one comparison that holds for every decoder.
+
+Times: ``decode_ms`` runs from the end of the prefill to the last token. The speedup of a configuration
+is the geometric mean over holes of ``greedy decode ms / its decode ms`` (paired per hole); prefill is
+reported apart (our decoders reuse the KV prefix of their previous call, transformers' does not).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from decoder.drafts import DraftSource, SequenceNgrams
+from decoder.types import Decoder, DecodeRequest, DecodeStats
+from evaluation.hf_baselines import HF_PROMPT_LOOKUP_TOKENS, HFGenerateDecoder
+from evaluation.workloads import Corpus, Hole
+
+Progress = Callable[[str, "float | None"], None]
+
+LOOKAHEAD_SOURCES = ("prompt", "suffix", "workspace", "jacobi")
+REFERENCE = "greedy"
+DEFAULT_DECODERS = "greedy,hf,hf-pld,lookahead,ablations"
+# (W, N, G): W=1 with several G (the CPU's sweet spot), and the lookahead paper's (8, 8, 8).
+SWEEP: tuple[tuple[int, int, int], ...] = ((1, 8, 1), (1, 8, 2), (1, 8, 4), (1, 8, 8), (2, 6, 4), (8, 8, 8))
+_WNG = re.compile(r"lookahead-W(\d+)N(\d+)G(\d+)$")
+
+
+# --- decoder configurations ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DecoderConfig:
+    """One named way to decode: ours (greedy, lookahead with options) or transformers' ``generate``."""
+
+    name: str
+    family: Literal["greedy", "hf", "lookahead"]
+    prompt_lookup: int | None = None  # hf: prompt_lookup_num_tokens
+    wng: tuple[int, int, int] | None = None  # lookahead (W, N, G); None: the decoder's defaults
+    sources_off: frozenset[str] = frozenset()  # lookahead draft sources switched off
+
+    def build(self, model: Any) -> Decoder:
+        if self.family == "greedy":
+            from decoder.greedy import GreedyDecoder
+
+            return GreedyDecoder(model)
+        if self.family == "hf":
+            return HFGenerateDecoder(model, self.prompt_lookup)
+        from decoder.lookahead import LookaheadConfig, LookaheadDecoder
+
+        shape = {} if self.wng is None else dict(zip(("window", "ngram", "verify"), self.wng, strict=True))
+        config = LookaheadConfig(
+            **shape,
+            prompt_drafts="prompt" not in self.sources_off,
+            jacobi="jacobi" not in self.sources_off,
+            disabled_sources=self.sources_off - {"prompt", "jacobi"},
+        )
+        return LookaheadDecoder(model, config)
+
+
+def parse_decoders(spec: str, sweep: bool = False) -> list[DecoderConfig]:
+    """Configurations from ``greedy,hf,hf-pld,lookahead,lookahead-no-<source>,ablations,lookahead-WxNyGz``.
+
+    ``ablations`` stands for lookahead with each draft source off in turn; ``sweep`` adds the SWEEP grid.
+    Plain greedy is always first: it is the reference for speedups and for the lossless check.
+    """
+    names: list[str] = [REFERENCE]
+    for item in (part.strip() for part in spec.split(",")):
+        if item == "ablations":
+            names.extend(f"lookahead-no-{source}" for source in LOOKAHEAD_SOURCES)
+        elif item:
+            names.append(item)
+    if sweep:
+        names.extend(f"lookahead-W{w}N{n}G{g}" for w, n, g in SWEEP)
+    return [_config(name) for name in dict.fromkeys(names)]
+
+
+def _config(name: str) -> DecoderConfig:
+    if name == "greedy":
+        return DecoderConfig(name, "greedy")
+    if name == "hf":
+        return DecoderConfig(name, "hf")
+    if name == "hf-pld":
+        return DecoderConfig(name, "hf", prompt_lookup=HF_PROMPT_LOOKUP_TOKENS)
+    if name == "lookahead":
+        return DecoderConfig(name, "lookahead")
+    if name.startswith("lookahead-no-") and name.removeprefix("lookahead-no-") in LOOKAHEAD_SOURCES:
+        return DecoderConfig(name, "lookahead", sources_off=frozenset({name.removeprefix("lookahead-no-")}))
+    match = _WNG.match(name)
+    if match:
+        w, n, g = (int(x) for x in match.groups())
+        return DecoderConfig(name, "lookahead", wng=(w, n, g))
+    known = "greedy, hf, hf-pld, lookahead, ablations, lookahead-no-<" + "|".join(LOOKAHEAD_SOURCES) + ">"
+    raise ValueError(f"unknown decoder {name!r}; known: {known}, lookahead-W<w>N<n>G<g>")
+
+
+# --- per-hole inputs -----------------------------------------------------------------------------------
+
+
+@dataclass
+class HoleInputs:
+    """What every decoder gets for one hole: the prompt (``context/prompt.py``'s) and the draft sources."""
+
+    hole: Hole
+    built: Any  # context.prompt.BuiltPrompt
+    workspace: DraftSource | None
+
+    @property
+    def prompt_ids(self) -> list[int]:
+        return list(self.built.token_ids)
+
+    def drafts(self) -> list[DraftSource]:
+        sources: list[DraftSource] = [SequenceNgrams("suffix", list(self.built.suffix_ids))]
+        if self.workspace is not None:
+            sources.append(self.workspace)
+        return sources
+
+
+class ContextBuilder:
+    """Prompts, snippets and workspace indexes for the holes of one corpus, as the daemon builds them.
+
+    Each corpus file is tokenized once; the snippet index holds every file and a hole's own file is
+    excluded from its query (the prompt holds that file's prefix and suffix anyway). ``heal``: token
+    healing in the prompt (off for the speed benchmark, where transformers' baselines cannot constrain).
+    """
+
+    NEAR_CURSOR_CHARS = 1500  # the text before the cursor that snippets are ranked against
+
+    def __init__(self, corpus: Corpus, tokenizer: Any, token_budget: int = 1024, heal: bool = False) -> None:
+        from context.prompt import PromptBudget, PromptBuilder
+        from context.snippets import SnippetIndex
+
+        self.corpus = corpus
+        self.tokenizer = tokenizer
+        self.prompt_builder = PromptBuilder(tokenizer, PromptBudget(total=token_budget), heal=heal)
+        self.snippet_index = SnippetIndex()
+        for f in corpus.files:
+            self.snippet_index.add_document(f.path, f.text)
+        self._ids: dict[str, list[int]] = {}
+
+    def token_ids(self, path: str) -> list[int]:
+        if path not in self._ids:
+            self._ids[path] = self._encode(self.corpus.file(path).text)
+        return self._ids[path]
+
+    def _encode(self, text: str) -> list[int]:
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def workspace_index(self, hole: Hole) -> DraftSource:
+        """The workspace n-gram index as the daemon would have it at the hole (its file without the middle)."""
+        from context.ngram_index import NgramIndex
+
+        index = NgramIndex()
+        files = [(f.path, self.token_ids(f.path)) for f in self.corpus.files if f.path != hole.path]
+        files.append((hole.path, self._encode(hole.text_before_typing)))
+        index.build(files)
+        index.set_preferences(hole.path)
+        return index
+
+    def prompt(self, hole: Hole, workspace: bool = True) -> Any:
+        """``context/prompt.py``'s prompt for the hole; ``workspace``: with snippets from the other files."""
+        from context.prompt import PromptInput
+
+        snippets = self.snippet_index.query(hole.prefix[-self.NEAR_CURSOR_CHARS :], exclude_path=hole.path)
+        prompt_input = PromptInput(
+            path=hole.path,
+            text=hole.text_before_typing,
+            offset=len(hole.prefix),
+            repo_name=self.corpus.name.split()[0],
+            snippets=snippets if workspace else (),
+        )
+        return self.prompt_builder.build(prompt_input)
+
+    def inputs(self, hole: Hole, workspace: bool = True) -> HoleInputs:
+        """The prompt and, with ``workspace``, snippets in it and the workspace index as a draft source."""
+        return HoleInputs(hole, self.prompt(hole, workspace), self.workspace_index(hole) if workspace else None)
+
+
+# --- running -------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Run:
+    """One configuration on one hole."""
+
+    hole_id: str
+    workload: str
+    config: str
+    token_ids: list[int]
+    stats: DecodeStats
+    identical: bool  # the raw token ids equal plain greedy's
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "hole": self.hole_id,
+            "workload": self.workload,
+            "config": self.config,
+            "identical_to_greedy": self.identical,
+            "token_ids": self.token_ids,
+            **self.stats.to_dict(),
+        }
+
+
+@dataclass
+class BenchResult:
+    """Everything one ``bench`` run measured, with what is needed to reproduce it."""
+
+    meta: dict[str, Any]
+    configs: list[str]
+    holes: list[Hole]
+    runs: list[Run] = field(default_factory=list)
+
+    def runs_of(self, config: str, workload: str | None = None) -> list[Run]:
+        return [r for r in self.runs if r.config == config and workload in (None, r.workload)]
+
+    @property
+    def workloads(self) -> list[str]:
+        return list(dict.fromkeys(h.workload for h in self.holes))
+
+
+def warm_up(decoders: dict[str, Decoder], prompt_ids: Sequence[int], eos_ids: frozenset[int]) -> None:
+    """One short generation each, so that first-call costs (allocation, kernel selection) are not timed.
+
+    The warm-up prompt is the prompt's tail, no prefix of any prompt: nothing of it is reused later."""
+    for decoder in decoders.values():
+        decoder.generate(DecodeRequest(list(prompt_ids[-32:]), max_new_tokens=4, eos_ids=eos_ids))
+
+
+def run_bench(
+    model: Any,
+    builder: ContextBuilder,
+    holes: Sequence[Hole],
+    configs: Sequence[DecoderConfig],
+    max_new_tokens: int,
+    eos_ids: frozenset[int],
+    meta: dict[str, Any],
+    progress: Progress | None = None,
+) -> BenchResult:
+    """Decode every hole with every configuration (greedy first); stop rules off."""
+    if not configs or configs[0].name != REFERENCE:
+        raise ValueError("the first configuration must be plain greedy, the reference")
+    decoders = {c.name: c.build(model) for c in configs}
+    result = BenchResult(meta, [c.name for c in configs], list(holes))
+    if not holes:
+        return result
+    started = time.perf_counter()
+    for i, hole in enumerate(holes):
+        inputs = builder.inputs(hole)
+        if i == 0:
+            warm_up(decoders, inputs.prompt_ids, eos_ids)
+        reference: list[int] | None = None
+        for config in configs:
+            request = DecodeRequest(
+                inputs.prompt_ids, max_new_tokens=max_new_tokens, eos_ids=eos_ids, drafts=inputs.drafts()
+            )
+            out = decoders[config.name].generate(request)
+            reference = out.token_ids if reference is None else reference
+            result.runs.append(
+                Run(hole.id, hole.workload, config.name, out.token_ids, out.stats, out.token_ids == reference)
+            )
+        if progress is not None:
+            elapsed = time.perf_counter() - started
+            progress(f"hole {i + 1}/{len(holes)} {hole.id} ({elapsed:.0f} s)", (i + 1) / len(holes))
+    return result
+
+
+# --- summaries -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Summary:
+    """One configuration over a set of holes."""
+
+    config: str
+    holes: int
+    tokens_per_s: float  # all new tokens / all decode time
+    speedup: float  # geometric mean over holes of greedy decode time / this decode time
+    passes_per_token: float  # decoding forward passes per new token
+    mean_accepted: float  # tokens committed per decoding step
+    prefill_ms: float  # mean per hole
+    decode_ms: float  # mean per hole
+    identical: int  # holes whose raw tokens equal greedy's
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: round(v, 3) if isinstance(v, float) else v for k, v in self.__dict__.items()}
+
+
+def summarize(result: BenchResult, workload: str | None = None) -> list[Summary]:
+    """One :class:`Summary` per configuration, over one workload's holes or all of them."""
+    greedy_ms = {r.hole_id: r.stats.decode_ms for r in result.runs_of(REFERENCE, workload)}
+    summaries = []
+    for config in result.configs:
+        runs = result.runs_of(config, workload)
+        if not runs:
+            continue
+        tokens = sum(r.stats.new_tokens for r in runs)
+        decode_s = sum(r.stats.decode_ms for r in runs) / 1000.0
+        steps = [n for r in runs for n in r.stats.accepted_per_step]
+        ratios = [greedy_ms[r.hole_id] / r.stats.decode_ms for r in runs if r.stats.decode_ms > 0]
+        summaries.append(
+            Summary(
+                config=config,
+                holes=len(runs),
+                tokens_per_s=tokens / decode_s if decode_s > 0 else 0.0,
+                speedup=_geometric_mean(ratios),
+                passes_per_token=sum(r.stats.steps for r in runs) / tokens if tokens else 0.0,
+                mean_accepted=sum(steps) / len(steps) if steps else 0.0,
+                prefill_ms=sum(r.stats.prefill_ms for r in runs) / len(runs),
+                decode_ms=sum(r.stats.decode_ms for r in runs) / len(runs),
+                identical=sum(r.identical for r in runs),
+            )
+        )
+    return summaries
+
+
+def _geometric_mean(values: Sequence[float]) -> float:
+    positive = [v for v in values if v > 0]
+    return math.exp(sum(math.log(v) for v in positive) / len(positive)) if positive else 0.0

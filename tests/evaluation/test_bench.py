@@ -1,0 +1,95 @@
+"""`bench` and `eval` end to end on the tiny random model (real tokenizer), and their pure parts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from decoder.types import DecodeStats
+from evaluation.quality import edit_similarity, levenshtein, repeats_suffix, runs_past_block, stop_point
+from evaluation.speed import REFERENCE, BenchResult, Run, parse_decoders, summarize
+from evaluation.workloads import Hole
+from lsp_server.cli import main
+
+
+def test_bench_end_to_end_lookahead_equals_greedy(tiny_model_dir: Path, tmp_path: Path, capsys) -> None:
+    out = tmp_path / "bench"
+    decoders = "greedy,hf,hf-pld,lookahead,ablations,lookahead-W2N4G2"
+    argv = ["bench", "--model", str(tiny_model_dir), "--workload", "fim,repo", "--holes", "1"]
+    assert main([*argv, "--max-new-tokens", "8", "--decoders", decoders, "--out", str(out)]) == 0
+    assert "| lookahead-no-workspace |" in capsys.readouterr().out
+    assert {p.name for p in out.iterdir()} == {"bench.json", "bench.md", "speedup.png", "accepted.png"}
+    data = json.loads((out / "bench.json").read_text())
+    assert data["configs"][0] == REFERENCE and len(data["holes"]) == 2
+    assert len(data["runs"]) == 2 * len(data["configs"])
+    for run in data["runs"]:
+        assert run["identical_to_greedy"], run["config"]
+        assert run["new_tokens"] == 8 or run["finish_reason"] == "eos"
+    overall = {row["config"]: row for row in data["summary"]["all"]}
+    assert overall["lookahead"]["identical"] == 2
+    assert (out / "speedup.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_eval_end_to_end_writes_scored_completions(tiny_model_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "eval"
+    argv = ["eval", "--model", str(tiny_model_dir), "--workload", "fim,midline", "--holes", "1"]
+    assert main([*argv, "--max-new-tokens", "8", "--out", str(out)]) == 0
+    data = json.loads((out / "eval.json").read_text())
+    # 2 holes x workspace on/off x 3 variants
+    assert len(data["completions"]) == 12
+    assert {row["variant"] for row in data["summary"]} == {"raw", "stop", "stop+trim"}
+    assert (out / "eval.md").read_text().startswith("## Quality")
+
+
+def test_parse_decoders_puts_greedy_first_and_expands_names() -> None:
+    names = [c.name for c in parse_decoders("lookahead,ablations,lookahead-W1N8G3", sweep=True)]
+    assert names[0] == "greedy" and len(names) == len(set(names))
+    assert "lookahead-no-jacobi" in names and "lookahead-W8N8G8" in names and "lookahead-W1N8G3" in names
+    assert parse_decoders("lookahead-no-suffix")[1].sources_off == {"suffix"}
+    with pytest.raises(ValueError, match="unknown decoder"):
+        parse_decoders("beam")
+
+
+def _run(hole: str, config: str, decode_ms: float, steps: list[int]) -> Run:
+    stats = DecodeStats(steps=len(steps), new_tokens=sum(steps) + 1, accepted_per_step=steps, decode_ms=decode_ms)
+    return Run(hole, "fim", config, [], stats, True)
+
+
+def test_speedup_is_the_geometric_mean_of_paired_time_ratios() -> None:
+    hole = Hole("fim", "single-line", "a.py", "", "x", "")
+    result = BenchResult({}, ["greedy", "fast"], [hole])
+    result.runs = [
+        _run("h1", "greedy", 100.0, [1] * 8),
+        _run("h2", "greedy", 100.0, [1] * 8),
+        _run("h1", "fast", 25.0, [4, 4]),  # 4x
+        _run("h2", "fast", 100.0, [1] * 8),  # 1x
+    ]
+    by_config = {s.config: s for s in summarize(result)}
+    assert by_config["fast"].speedup == pytest.approx(2.0)
+    assert by_config["fast"].mean_accepted == pytest.approx(16 / 10)  # 16 tokens committed in 10 steps
+    assert by_config["greedy"].passes_per_token == pytest.approx(16 / 18)
+
+
+def test_quality_metrics() -> None:
+    assert levenshtein("kitten", "sitting") == 3 and levenshtein("", "abc") == 3
+    assert edit_similarity("abc  ", "abc") == 1.0 and edit_similarity("abcd", "abce") == 0.75
+    assert repeats_suffix("x = 1\n    return x", "\n\n    return x\n")
+    assert not repeats_suffix("x = 1", "\n    return x\n")
+    block = Hole("fim", "multi-line", "a.py", "def f():\n    ", "a = 1\n    b = 2", "\n")
+    assert not runs_past_block("a = 1\n    b = 2", block)
+    assert runs_past_block("a = 1\n    b = 2\ndef g():", block)
+    line = Hole("fim", "single-line", "a.py", "    ", "a = 1", "\n")
+    assert runs_past_block("a = 1\n    b = 2", line) and not runs_past_block("a = 2", line)
+
+
+def test_stop_point_calls_the_stop_fn_after_each_token() -> None:
+    seen: list[int] = []
+
+    def stop(tokens) -> int | None:
+        seen.append(len(tokens))
+        return 2 if tokens[-1] == 7 else None
+
+    assert stop_point(stop, [1, 2, 3, 7, 9]) == 2 and seen == [1, 2, 3, 4]
+    assert stop_point(lambda tokens: None, [1, 2]) == 2
