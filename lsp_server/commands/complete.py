@@ -1,13 +1,94 @@
-"""`lookahead-lsp complete`: not implemented yet."""
+"""`lookahead-lsp complete FILE --line L --character C`: one completion through the daemon's pipeline.
+
+Prints the completion (or, with ``--json``, its text, token ids and statistics). Positions are 0-based
+and count UTF-16 code units, as in LSP. A bad position, an unreadable file or a model that cannot load
+is a one-line error with exit status 2.
+"""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
+from pathlib import Path
+
+from lsp_server.cli import UsageError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    pass
+    parser.add_argument("file", type=Path, help="the file to complete in")
+    parser.add_argument("--line", type=int, required=True, help="0-based line of the cursor")
+    parser.add_argument("--character", type=int, required=True, help="0-based column (UTF-16 code units)")
+    parser.add_argument("--decoder", choices=("lookahead", "greedy"), default="lookahead")
+    parser.add_argument("--max-new-tokens", type=int, default=None, help="default: the daemon's (64)")
+    parser.add_argument("--model", default="embedded", help="embedded, an HF id or directory, or a .gguf")
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--dtype", default="auto")
+    parser.add_argument("--workspace", type=Path, default=None, help="default: the nearest enclosing repo root")
+    parser.add_argument("--no-index", action="store_true", help="no workspace index (drafts from the file only)")
+    parser.add_argument("--json", action="store_true", help="print text, token ids and statistics as JSON")
+
+
+def repo_root(path: Path) -> Path:
+    """The nearest enclosing directory holding ``.git`` (or the file's own directory)."""
+    start = path.resolve().parent
+    for directory in (start, *start.parents):
+        if (directory / ".git").exists():
+            return directory
+    return start
 
 
 def run(args: argparse.Namespace) -> int:
-    raise NotImplementedError
+    from lsprotocol import types
+    from pygls.uris import from_fs_path
+
+    from decoder.model import ModelLoadError
+    from decoder.types import CancelToken
+    from lsp_server import pipeline
+    from lsp_server.config import Config
+    from lsp_server.documents import Document
+    from lsp_server.engine import Engine
+
+    path: Path = args.file
+    try:
+        with path.open(encoding="utf-8", newline="") as handle:
+            text = handle.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read {path}: {exc}") from exc
+    doc = Document(uri=from_fs_path(str(path.resolve())) or path.as_uri(), text=text)
+    inside = args.line >= 0 and args.character >= 0
+    offset = doc.offset_at(types.Position(line=args.line, character=args.character), strict=True) if inside else None
+    if offset is None:
+        raise UsageError(f"position {args.line}:{args.character} is outside {path} ({doc.line_count} lines)")
+    if args.max_new_tokens is not None and args.max_new_tokens < 1:
+        raise UsageError("--max-new-tokens must be at least 1")
+
+    config = dataclasses.replace(
+        Config(),
+        model=args.model,
+        device=args.device,
+        dtype=args.dtype,
+        decoder=args.decoder,
+        index_enabled=not args.no_index,
+        max_new_tokens=args.max_new_tokens or Config.max_new_tokens,
+    )
+    engine = Engine(config, [args.workspace or repo_root(path)])
+    try:
+        engine.load_now()
+    except ModelLoadError as exc:
+        raise UsageError(f"cannot load the model: {exc}") from exc
+    try:
+        completion = pipeline.complete(pipeline.Snapshot(doc, offset, "cli"), engine, CancelToken())
+    finally:
+        engine.stop()
+
+    if args.json:
+        stats = {
+            **completion.decode.to_dict(),
+            "latency_ms": completion.latency_ms,
+            "request": completion.stats(),
+        }
+        print(json.dumps({"text": completion.text, "token_ids": completion.token_ids, "stats": stats}))
+    else:
+        print(completion.text)
+    return 0

@@ -1,0 +1,187 @@
+"""The daemon's settings: one frozen dataclass and a pure parser for the client's JSON.
+
+Settings arrive as ``initializationOptions`` and ``workspace/didChangeConfiguration`` (section
+``"lookahead"``), in camelCase. :func:`parse_config` applies the valid values on top of the previous
+settings and returns one readable reason for each invalid one; an invalid value keeps its previous value.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from decoder.remote import RemoteConfig, parse_remote_config
+
+DecoderKind = Literal["lookahead", "greedy", "remote"]
+
+SECTION = "lookahead"
+
+
+@dataclass(frozen=True)
+class Config:
+    """Everything the client may set. Field names are the snake_case of the camelCase settings."""
+
+    enabled: bool = True
+    model: str = "embedded"  # "embedded", an HF id, a directory or a .gguf (remote: its tokenizer only)
+    device: str = "auto"  # "auto", "cpu", "cuda", "cuda:1", "mps"
+    dtype: str = "auto"  # "auto", "float32", "float16", "bfloat16"
+    decoder: DecoderKind = "lookahead"
+    window: int = 1  # lookahead W
+    ngram: int = 8  # lookahead N
+    verify: int | None = None  # lookahead G; None: the decoder's own default
+    max_new_tokens: int = 64
+    token_budget: int = 1024  # prompt tokens at most
+    index_enabled: bool = True
+    include: tuple[str, ...] = ()  # gitignore-style patterns the workspace index adds back
+    exclude: tuple[str, ...] = ()  # gitignore-style patterns the workspace index skips
+    log_file: str | None = None
+    remote: RemoteConfig | None = None  # the engine for decoder "remote" (docs/remote-engines.md)
+
+    @property
+    def local(self) -> bool:
+        """Whether tokens are generated in-process (so the model's weights are needed)."""
+        return self.decoder != "remote"
+
+    def model_key(self) -> tuple[str, str, str, bool]:
+        """Settings whose change means loading another model (or only its tokenizer, for remote)."""
+        return (self.model, self.device, self.dtype, self.local)
+
+    def decoder_key(self) -> tuple[Any, ...]:
+        """Settings whose change means another decoder over the same model."""
+        return (self.decoder, self.window, self.ngram, self.verify, self.remote)
+
+    def index_key(self) -> tuple[bool, tuple[str, ...], tuple[str, ...]]:
+        """Settings whose change means rebuilding the workspace index."""
+        return (self.index_enabled, self.include, self.exclude)
+
+
+Check = Callable[[Any], "tuple[Any, str | None]"]
+
+
+def _ok(value: Any) -> tuple[Any, None]:
+    return value, None
+
+
+def _bool(value: Any) -> tuple[Any, str | None]:
+    return (value, None) if isinstance(value, bool) else (None, "must be true or false")
+
+
+def _int_between(low: int, high: int) -> Check:
+    def check(value: Any) -> tuple[Any, str | None]:
+        if isinstance(value, bool) or not isinstance(value, int):
+            return None, f"must be an integer from {low} to {high}"
+        if not low <= value <= high:
+            return None, f"must be from {low} to {high}, got {value}"
+        return _ok(value)
+
+    return check
+
+
+def _optional(check: Check) -> Check:
+    def optional(value: Any) -> tuple[Any, str | None]:
+        return (None, None) if value is None else check(value)
+
+    return optional
+
+
+def _text(value: Any) -> tuple[Any, str | None]:
+    if not isinstance(value, str) or not value.strip():
+        return None, "must be a non-empty string"
+    return _ok(value.strip())
+
+
+def _one_of(*choices: str) -> Check:
+    def check(value: Any) -> tuple[Any, str | None]:
+        if value not in choices:
+            return None, f"must be one of {', '.join(repr(c) for c in choices)}, got {value!r}"
+        return _ok(value)
+
+    return check
+
+
+def _device(value: Any) -> tuple[Any, str | None]:
+    text, error = _text(value)
+    if error:
+        return None, error
+    if text in ("auto", "cpu", "mps") or text == "cuda" or (text.startswith("cuda:") and text[5:].isdigit()):
+        return _ok(text)
+    return None, f"must be 'auto', 'cpu', 'cuda', 'cuda:N' or 'mps', got {value!r}"
+
+
+def _patterns(value: Any) -> tuple[Any, str | None]:
+    if not isinstance(value, list) or not all(isinstance(p, str) for p in value):
+        return None, "must be a list of strings"
+    return _ok(tuple(value))
+
+
+_SETTINGS: dict[str, tuple[str, Check]] = {
+    "enabled": ("enabled", _bool),
+    "model": ("model", _text),
+    "device": ("device", _device),
+    "dtype": ("dtype", _one_of("auto", "float32", "float16", "bfloat16")),
+    "decoder": ("decoder", _one_of("lookahead", "greedy", "remote")),
+    "window": ("window", _int_between(1, 16)),
+    "ngram": ("ngram", _int_between(2, 32)),
+    "verify": ("verify", _optional(_int_between(0, 64))),
+    "maxNewTokens": ("max_new_tokens", _int_between(1, 2048)),
+    "tokenBudget": ("token_budget", _int_between(64, 32768)),
+    "indexEnabled": ("index_enabled", _bool),
+    "include": ("include", _patterns),
+    "exclude": ("exclude", _patterns),
+    "logFile": ("log_file", _optional(_text)),
+}
+
+
+def section(settings: Any) -> Any:
+    """The ``"lookahead"`` section of a settings object, or the object itself when it has no such key."""
+    if isinstance(settings, Mapping) and isinstance(settings.get(SECTION), Mapping):
+        return settings[SECTION]
+    return settings
+
+
+def parse_config(raw: Any, previous: Config | None = None) -> tuple[Config, list[str]]:
+    """Apply the client's settings on top of ``previous``: ``(config, errors)``, one error per bad value.
+
+    ``raw`` may be ``None`` (nothing changes), the settings themselves or an object holding them under
+    ``"lookahead"``. Unknown keys are reported and ignored; a bad value keeps its previous value.
+    """
+    config = previous or Config()
+    raw = section(raw)
+    if raw is None:
+        return config, []
+    if not isinstance(raw, Mapping):
+        return config, [f"settings must be an object, got {type(raw).__name__}"]
+    changes: dict[str, Any] = {}
+    errors: list[str] = []
+    for key, value in raw.items():
+        if key == "remote":
+            remote, remote_errors = parse_remote_config(value, config.remote, prefix=f"{SECTION}.remote")
+            errors += remote_errors
+            changes["remote"] = remote
+            continue
+        if key not in _SETTINGS:
+            errors.append(f"unknown setting {SECTION}.{key}")
+            continue
+        field_name, check = _SETTINGS[key]
+        parsed, error = check(value)
+        if error:
+            errors.append(f"{SECTION}.{key} {error}; keeping {getattr(config, field_name)!r}")
+        else:
+            changes[field_name] = parsed
+    if changes.get("decoder", config.decoder) == "remote" and changes.get("remote", config.remote) is None:
+        errors.append(f"{SECTION}.decoder 'remote' needs {SECTION}.remote.url; keeping {config.decoder!r}")
+        changes["decoder"] = config.decoder
+    return dataclasses.replace(config, **changes), errors
+
+
+def to_settings(config: Config) -> dict[str, Any]:
+    """The camelCase settings object for a config (what ``lookahead.stats`` reports; no secrets in it)."""
+    settings = {key: _jsonable(getattr(config, name)) for key, (name, _) in _SETTINGS.items()}
+    settings["remote"] = config.remote.to_settings() if config.remote else None
+    return settings
+
+
+def _jsonable(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else value

@@ -1,0 +1,207 @@
+"""One completion, top to bottom: snapshot, shape, prompt, decode (stop rules, healing), trim, item, stats.
+
+:func:`complete` runs on the model worker for the server and directly for ``lookahead-lsp complete``.
+It returns plain data (:class:`Completion`): the server turns it into LSP items and a stats notification.
+Also here, pure: where the completion's edit ends (:func:`edit_for`) and the typed-through shortcut
+(:func:`typed_through`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from decoder.drafts import SequenceNgrams
+from decoder.types import CancelToken, DecodeRequest, DecodeStats
+from lsp_server.documents import Document
+
+if TYPE_CHECKING:
+    from lsp_server.engine import Engine
+
+SUFFIX_CHARS = 20_000  # the text after the cursor that stop rules and trimming look at
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What one request completes: a document version and a cursor offset (code points)."""
+
+    doc: Document
+    offset: int
+    request_id: str
+
+    @property
+    def path(self) -> Path:
+        return self.doc.path or Path(self.doc.uri.rsplit("/", 1)[-1] or "untitled")
+
+
+@dataclass(frozen=True)
+class Edit:
+    """The completion as an edit: insert ``text`` in place of ``[start, end)`` (code points)."""
+
+    text: str
+    start: int
+    end: int
+
+
+@dataclass
+class Completion:
+    """The outcome of one completion request."""
+
+    request_id: str
+    snapshot: Snapshot
+    edit: Edit
+    token_ids: list[int]
+    decode: DecodeStats
+    latency_ms: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def text(self) -> str:
+        return self.edit.text
+
+    def stats(self) -> dict[str, Any]:
+        """The ``lookahead/completionStats`` notification's params."""
+        d = self.decode
+        return {
+            "requestId": self.request_id,
+            "latencyMs": {k: round(v, 2) for k, v in self.latency_ms.items()},
+            "promptTokens": d.prompt_tokens,
+            "prefilledTokens": d.prefilled_tokens,
+            "reusedTokens": d.reused_tokens,
+            "newTokens": d.new_tokens,
+            "steps": d.steps,
+            "acceptedPerStep": round(d.mean_accepted, 3),
+            "tokensPerSecond": round(d.tokens_per_s, 2),
+            "hitsBySource": dict(d.hits_by_source),
+            "tokensBySource": dict(d.tokens_by_source),
+            "finishReason": d.finish_reason,
+        }
+
+
+class StageClock:
+    """Milliseconds per named stage."""
+
+    def __init__(self, **already: float) -> None:
+        self.ms: dict[str, float] = dict(already)
+        self._started = time.perf_counter()
+
+    @contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.ms[name] = self.ms.get(name, 0.0) + (time.perf_counter() - start) * 1000.0
+
+    def total(self) -> dict[str, float]:
+        return {
+            **self.ms,
+            "total": self.ms.get("queue", 0.0) + (time.perf_counter() - self._started) * 1000.0,
+        }
+
+
+def complete(snapshot: Snapshot, engine: Engine, cancel: CancelToken, queue_ms: float = 0.0) -> Completion:
+    """Complete at ``snapshot``; a cancelled run returns what it has (the caller drops it)."""
+    from context.healing import healing_constraint, strip_healed
+    from context.postprocess import StopRules, make_stop_fn, trim
+    from context.prompt import PromptInput
+    from context.syntax import analyze
+
+    clock = StageClock(queue=queue_ms)
+    tokenizer = engine.model.tokenizer
+    doc, offset = snapshot.doc, snapshot.offset
+    suffix = doc.text[offset : offset + SUFFIX_CHARS]
+
+    with clock.stage("prompt"):
+        shape = analyze(doc.text, offset, doc.language_id or None, str(snapshot.path))
+        prompt_input = PromptInput(
+            path=engine.prompt_path(snapshot.path),
+            text=doc.text,
+            offset=offset,
+            repo_name=engine.repo_name,
+            snippets=engine.snippets_for(snapshot.path, doc.text, offset),
+        )
+        built = engine.prompt_builder().build(prompt_input)
+        decode_text = _text_decoder(tokenizer)
+        stop = make_stop_fn(decode_text, StopRules(shape, suffix), built.healed_text)
+        constraint = healing_constraint(tokenizer, built.healing) if built.healing else None
+        engine.set_current(doc.path)
+
+    result = engine.decoder().generate(
+        DecodeRequest(
+            prompt_ids=built.token_ids,
+            max_new_tokens=engine.config.max_new_tokens,
+            eos_ids=engine.stop_ids,
+            stop=stop,
+            cancel=cancel,
+            constraint=constraint,
+            drafts=[SequenceNgrams("suffix", built.suffix_ids), *engine.draft_sources()],
+        )
+    )
+    clock.ms["prefill"] = result.stats.prefill_ms
+    clock.ms["decode"] = result.stats.decode_ms
+
+    with clock.stage("postprocess"):
+        raw = strip_healed(decode_text(result.token_ids), built.healed_text)
+        text = trim(raw, shape, suffix, truncated=result.stats.finish_reason == "length")
+        edit = edit_for(doc, offset, text)
+
+    return Completion(snapshot.request_id, snapshot, edit, result.token_ids, result.stats, clock.total())
+
+
+# ---- pure helpers ------------------------------------------------------------------------------------
+
+
+def edit_for(doc: Document, offset: int, completion: str) -> Edit:
+    """The completion as an edit that replaces nothing the user does not see in it.
+
+    Mid-line, when the completion ends with the rest of the line (``foo(`` + ``bar)`` before ``)``), the
+    edit replaces that rest; otherwise it only inserts at the cursor.
+    """
+    rest = doc.line_rest(offset)
+    visible_rest = rest.rstrip()
+    if visible_rest and completion.rstrip().endswith(visible_rest):
+        return Edit(completion.rstrip(), offset, offset + len(visible_rest))
+    return Edit(completion, offset, offset)
+
+
+@dataclass(frozen=True)
+class Shown:
+    """The last completion shown for a document, kept to answer typed-through requests."""
+
+    doc: Document
+    edit: Edit
+    request_id: str
+
+
+def typed_through(shown: Shown, doc: Document, offset: int) -> Edit | None:
+    """The rest of ``shown`` when the user has typed exactly its start since it was shown, else None.
+
+    Holds when the text before the old cursor and after the replaced range are unchanged and the text
+    in between is a proper prefix of the completion followed by the replaced text still there.
+    """
+    old, edit = shown.doc.text, shown.edit
+    typed_len = offset - edit.start
+    if typed_len <= 0 or typed_len >= len(edit.text):
+        return None
+    replaced = old[edit.start : edit.end]
+    tail = old[edit.end :]
+    if len(doc.text) != len(old) + typed_len:
+        return None
+    if (
+        doc.text[offset:] != replaced + tail
+        or doc.text[edit.start : offset] != edit.text[:typed_len]
+        or doc.text[: edit.start] != old[: edit.start]
+    ):
+        return None
+    return Edit(edit.text[typed_len:], offset, offset + len(replaced))
+
+
+def _text_decoder(tokenizer: Any) -> Callable[[Sequence[int]], str]:
+    def decode(ids: Sequence[int]) -> str:
+        return str(tokenizer.decode(list(ids), skip_special_tokens=False))
+
+    return decode

@@ -1,0 +1,167 @@
+"""The one model worker (batch 1): newest request per document wins, older ones are cancelled.
+
+:class:`NewestWins` is the pure bookkeeping (which job runs next, which jobs a new one supersedes);
+:class:`Scheduler` runs it on one thread. A job's future always resolves with a result or ``None``
+(cancelled, superseded or failed): callers answer ``None`` with an empty completion, never an error.
+A job that is running when it is superseded sees its :class:`CancelToken` set and stops at the next
+decoder step.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+from decoder.types import CancelToken
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+Work = Callable[[CancelToken, float], T]
+"""What a job does on the worker: gets its cancel token and how long it queued (ms)."""
+
+
+@dataclass(eq=False)
+class Job(Generic[T]):
+    job_id: str
+    key: str  # jobs with the same key supersede each other (the document URI)
+    work: Work[T]
+    token: CancelToken = field(default_factory=CancelToken)
+    future: Future[T | None] = field(default_factory=Future)
+    submitted: float = field(default_factory=time.perf_counter)
+
+    def resolve(self, result: T | None) -> None:
+        if not self.future.done():
+            self.future.set_result(result)
+
+
+class NewestWins(Generic[T]):
+    """Queued jobs (at most one per key, oldest key first) and the running one. No threads here."""
+
+    def __init__(self) -> None:
+        self._queued: OrderedDict[str, Job[T]] = OrderedDict()
+        self.running: Job[T] | None = None
+
+    def submit(self, job: Job[T]) -> list[Job[T]]:
+        """Queue ``job``; returns the queued jobs it replaces. A running job of the same key is cancelled."""
+        superseded = [self._queued.pop(job.key)] if job.key in self._queued else []
+        if self.running is not None and self.running.key == job.key:
+            self.running.token.cancel()
+        self._queued[job.key] = job
+        return superseded
+
+    def take(self) -> Job[T] | None:
+        """The next job to run (it becomes ``running``), or None when nothing waits."""
+        if not self._queued:
+            return None
+        _, job = self._queued.popitem(last=False)
+        self.running = job
+        return job
+
+    def finish(self, job: Job[T]) -> None:
+        if self.running is job:
+            self.running = None
+
+    def cancel(self, job_id: str) -> Job[T] | None:
+        """Cancel one job: returns it if it was queued (now removed); a running one gets its token set."""
+        for key, job in self._queued.items():
+            if job.job_id == job_id:
+                del self._queued[key]
+                return job
+        if self.running is not None and self.running.job_id == job_id:
+            self.running.token.cancel()
+        return None
+
+    def drain(self) -> list[Job[T]]:
+        """Remove every queued job and cancel the running one; returns the removed jobs."""
+        jobs = list(self._queued.values())
+        self._queued.clear()
+        if self.running is not None:
+            self.running.token.cancel()
+        return jobs
+
+    def __len__(self) -> int:
+        return len(self._queued)
+
+
+class Scheduler(Generic[T]):
+    """Runs jobs one at a time on a single daemon thread, newest per key wins."""
+
+    def __init__(self, name: str = "model-worker") -> None:
+        self._name = name
+        self._book: NewestWins[T] = NewestWins()
+        self._cond = threading.Condition()
+        self._stopping = False
+        self._ids = itertools.count(1)
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        with self._cond:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name=self._name, daemon=True)
+                self._thread.start()
+
+    def submit(self, key: str, work: Work[T], job_id: str | None = None) -> Job[T]:
+        job: Job[T] = Job(job_id or f"job-{next(self._ids)}", key, work)
+        with self._cond:
+            if self._stopping:
+                superseded = [job]
+            else:
+                superseded = self._book.submit(job)
+                self._cond.notify()
+        for old in superseded:
+            old.resolve(None)
+        return job
+
+    def cancel(self, job_id: str) -> None:
+        with self._cond:
+            removed = self._book.cancel(job_id)
+        if removed is not None:
+            removed.resolve(None)
+
+    @property
+    def busy(self) -> bool:
+        with self._cond:
+            return self._book.running is not None or len(self._book) > 0
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Cancel everything, let the running job see its token, and end the thread."""
+        with self._cond:
+            self._stopping = True
+            removed = self._book.drain()
+            self._cond.notify_all()
+        for job in removed:
+            job.resolve(None)
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+
+    def _next(self) -> Job[T] | None:
+        with self._cond:
+            while not self._stopping:
+                job = self._book.take()
+                if job is not None:
+                    return job
+                self._cond.wait()
+            return None
+
+    def _loop(self) -> None:
+        while (job := self._next()) is not None:
+            queue_ms = (time.perf_counter() - job.submitted) * 1000.0
+            result: T | None = None
+            try:
+                if not job.token.cancelled:
+                    result = job.work(job.token, queue_ms)
+            except Exception:
+                log.exception("job %s failed", job.job_id)
+            finally:
+                with self._cond:
+                    self._book.finish(job)
+                job.resolve(None if job.token.cancelled else result)

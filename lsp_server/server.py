@@ -1,0 +1,453 @@
+"""The LSP daemon: a typed pygls ``LanguageServer`` and its thin handlers.
+
+Handlers run on the event loop and never wait for the model: a completion request becomes a job on
+the scheduler's single model worker (newest per document wins) and the handler awaits its future.
+Everything else lives in pure modules: settings in ``config``, documents and positions in
+``documents``, the completion in ``pipeline``, the worker in ``scheduler``, the model and index in
+``engine``. Two pygls built-ins are replaced in :class:`LookaheadProtocol`: document sync (this
+server keeps its own immutable snapshots, so pygls' copy is not maintained twice) and
+``$/cancelRequest`` for completions (answered with an empty result, never an error).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import itertools
+import logging
+from collections import Counter, deque
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lsprotocol import types
+from pygls.lsp.server import LanguageServer
+from pygls.protocol import LanguageServerProtocol
+from pygls.protocol.language_server import lsp_method
+from pygls.uris import to_fs_path
+
+from lsp_server import pipeline
+from lsp_server.config import Config, parse_config, to_settings
+from lsp_server.documents import Document, DocumentStore
+from lsp_server.engine import Engine, Task
+from lsp_server.pipeline import Completion, Edit, Shown, Snapshot
+from lsp_server.scheduler import Scheduler
+
+log = logging.getLogger(__name__)
+
+NAME = "lookahead-lsp"
+VERSION = "0.1.0"
+STATS_NOTIFICATION = "lookahead/completionStats"
+CMD_STATS = "lookahead.stats"
+CMD_REINDEX = "lookahead.reindex"
+CMD_ACCEPTED = "lookahead.accepted"
+
+
+class StatsBook:
+    """Totals and the recent completions, for ``lookahead.stats`` and local accept statistics."""
+
+    def __init__(self, keep: int = 50) -> None:
+        self.totals: Counter[str] = Counter()
+        self.recent: deque[dict[str, Any]] = deque(maxlen=keep)
+
+    def count(self, event: str) -> None:
+        self.totals[event] += 1
+
+    def record(self, completion: Completion) -> None:
+        self.totals["completed"] += 1
+        self.totals["newTokens"] += completion.decode.new_tokens
+        self.totals["steps"] += completion.decode.steps
+        self.recent.append({**completion.stats(), "chars": len(completion.text), "accepted": False})
+
+    def accepted(self, request_id: str) -> bool:
+        self.totals["accepted"] += 1
+        for entry in self.recent:
+            if entry["requestId"] == request_id:
+                entry["accepted"] = True
+                return True
+        return False
+
+    def report(self) -> dict[str, Any]:
+        totals: dict[str, Any] = dict(self.totals)
+        steps = self.totals["steps"]
+        totals["meanAcceptedPerStep"] = round(self.totals["newTokens"] / steps, 3) if steps else 0.0
+        return {"totals": totals, "recent": list(self.recent)}
+
+
+@dataclass
+class _Bar:
+    """One progress bar: created (``open``) once the client answered ``window/workDoneProgress/create``."""
+
+    token: str
+    pending: tuple[str, int | None]  # the latest message and percentage, sent with begin
+    open: bool = False
+    sent: int | None = None  # the last percentage reported
+    end: str | None = None  # an end that arrived before the bar opened
+
+
+class ProgressBars:
+    """Server-initiated work-done progress (one bar per task at a time), fed from any thread."""
+
+    TITLES: dict[Task, str] = {"model": "Loading model", "index": "Indexing workspace"}
+
+    def __init__(self, server: LookaheadServer) -> None:
+        self._server = server
+        self._ids = itertools.count(1)
+        self._bars: dict[Task, _Bar] = {}
+
+    def update(self, task: Task, message: str, fraction: float | None) -> None:
+        percentage = None if fraction is None else max(0, min(100, int(fraction * 100)))
+        self._server.call_soon(self._update, task, message, percentage)
+
+    def end(self, task: Task, message: str) -> None:
+        self._server.call_soon(self._end, task, message)
+
+    def _supported(self) -> bool:
+        window = self._server.client_capabilities.window
+        return bool(window and window.work_done_progress)
+
+    def _update(self, task: Task, message: str, percentage: int | None) -> None:
+        if not self._supported():
+            return
+        bar = self._bars.get(task)
+        if bar is None:
+            bar = self._bars[task] = _Bar(f"lookahead/{task}/{next(self._ids)}", (message, percentage))
+            params = types.WorkDoneProgressCreateParams(token=bar.token)
+            future = self._server.window_work_done_progress_create(params)
+            future.add_done_callback(functools.partial(self._on_created, task, bar.token))
+        elif not bar.open:
+            bar.pending = (message, percentage)
+        elif percentage != bar.sent or percentage is None:
+            bar.sent = percentage
+            value = types.WorkDoneProgressReport(message=message, percentage=percentage)
+            self._server.work_done_progress.report(bar.token, value)
+
+    def _on_created(self, task: Task, token: str, future: Future[Any]) -> None:
+        self._server.call_soon(self._created, task, token, future)
+
+    def _created(self, task: Task, token: str, future: Future[Any]) -> None:
+        bar = self._bars.get(task)
+        if bar is None or bar.token != token or future.exception() is not None:
+            self._bars.pop(task, None)
+            return
+        message, percentage = bar.pending
+        begin = types.WorkDoneProgressBegin(title=self.TITLES[task], message=message, percentage=percentage)
+        self._server.work_done_progress.begin(token, begin)
+        bar.open = True
+        if bar.end is not None:
+            self._end(task, bar.end)
+
+    def _end(self, task: Task, message: str) -> None:
+        bar = self._bars.get(task)
+        if bar is None:
+            return
+        if not bar.open:
+            bar.end = message
+            return
+        del self._bars[task]
+        self._server.work_done_progress.end(bar.token, types.WorkDoneProgressEnd(message=message))
+
+
+class ServerEvents:
+    """The engine's events as $/progress and window/showMessage (from the engine's threads)."""
+
+    def __init__(self, server: LookaheadServer) -> None:
+        self._server = server
+        self._bars = ProgressBars(server)
+
+    def progress(self, task: Task, message: str, fraction: float | None) -> None:
+        self._bars.update(task, message, fraction)
+
+    def finished(self, task: Task, message: str) -> None:
+        self._bars.end(task, message)
+
+    def failed(self, task: Task, message: str) -> None:
+        self._bars.end(task, "failed")
+        self._server.call_soon(self._server.show, message, types.MessageType.Error)
+
+    def notice(self, message: str, error: bool) -> None:
+        kind = types.MessageType.Error if error else types.MessageType.Info
+        self._server.call_soon(self._server.show, message, kind)
+
+
+class LookaheadProtocol(LanguageServerProtocol):
+    """pygls' protocol with this server's document sync and completion cancellation."""
+
+    _server: LookaheadServer
+
+    def _handle_cancel_notification(self, msg_id: Any) -> None:
+        if not self._server.cancel_completion(msg_id):
+            super()._handle_cancel_notification(msg_id)
+
+    @lsp_method(types.TEXT_DOCUMENT_DID_OPEN)
+    def lsp_text_document__did_open(self, params: types.DidOpenTextDocumentParams) -> None:
+        self._server.did_open(params)
+
+    @lsp_method(types.TEXT_DOCUMENT_DID_CHANGE)
+    def lsp_text_document__did_change(self, params: types.DidChangeTextDocumentParams) -> None:
+        self._server.did_change(params)
+
+    @lsp_method(types.TEXT_DOCUMENT_DID_CLOSE)
+    def lsp_text_document__did_close(self, params: types.DidCloseTextDocumentParams) -> None:
+        self._server.did_close(params)
+
+
+class LookaheadServer(LanguageServer):
+    """The daemon's state: settings, documents, the engine, the model worker and the statistics."""
+
+    def __init__(self) -> None:
+        super().__init__(NAME, VERSION, protocol_cls=LookaheadProtocol)
+        self.config = Config()
+        self.documents = DocumentStore()
+        self.scheduler: Scheduler[Completion] = Scheduler()
+        self.engine: Engine | None = None
+        self.book = StatsBook()
+        self.shown: dict[str, Shown] = {}
+        self.shutdown_requested = False
+        self._ids = itertools.count(1)
+        self._jobs_by_message: dict[Any, str] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stopped = False
+
+    # ---- plumbing ----------------------------------------------------------------------------------
+
+    def call_soon(self, fn: Callable[..., None], *args: Any) -> None:
+        """Run ``fn`` on the event loop (safe from any thread; after the loop ended, nothing happens)."""
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            with contextlib.suppress(RuntimeError):  # the loop closed in between
+                loop.call_soon_threadsafe(fn, *args)
+
+    def show(self, message: str, kind: types.MessageType = types.MessageType.Info) -> None:
+        self.window_show_message(types.ShowMessageParams(type=kind, message=message))
+
+    @property
+    def encoding(self) -> str:
+        encoding = self.workspace.position_encoding or types.PositionEncodingKind.Utf16
+        return str(getattr(encoding, "value", encoding))
+
+    # ---- lifecycle ---------------------------------------------------------------------------------
+
+    def initialize(self, params: types.InitializeParams) -> None:
+        self._loop = asyncio.get_running_loop()
+        self.apply_settings(params.initialization_options)
+        if not _supports_inline(params.capabilities):
+            self.feature(types.TEXT_DOCUMENT_COMPLETION, types.CompletionOptions())(completion)
+        self.engine = Engine(self.config, workspace_roots(params), ServerEvents(self))
+        self.scheduler.start()
+        if self.config.enabled:
+            self.engine.start()
+
+    def apply_settings(self, raw: Any) -> None:
+        """Take new settings; bad values are shown to the user and keep their previous values."""
+        previous = self.config
+        self.config, errors = parse_config(raw, previous)
+        for error in errors:
+            self.show(f"lookahead: {error}", types.MessageType.Warning)
+        if self.config.log_file != previous.log_file and self.config.log_file:
+            from lsp_server.cli import configure_logging
+
+            configure_logging(logging.getLevelName(logging.getLogger().level), self.config.log_file)
+        if self.engine is not None:
+            start = self.config.enabled and self.engine.state == "idle"
+            self.engine.apply_config(self.config)
+            if start:
+                self.engine.start()
+
+    def stop(self) -> None:
+        """Stop the worker and the engine (the index snapshot is saved). Idempotent."""
+        if self._stopped:
+            return
+        self._stopped = True
+        self.scheduler.stop(timeout=2.0)
+        if self.engine is not None:
+            self.engine.stop()
+
+    # ---- documents ---------------------------------------------------------------------------------
+
+    def did_open(self, params: types.DidOpenTextDocumentParams) -> None:
+        self._document_changed(self.documents.open(params.text_document))
+
+    def did_change(self, params: types.DidChangeTextDocumentParams) -> None:
+        doc = self.documents.change(params, self.encoding)
+        if doc is not None:
+            self._document_changed(doc)
+
+    def did_close(self, params: types.DidCloseTextDocumentParams) -> None:
+        doc = self.documents.close(params.text_document.uri)
+        self.shown.pop(params.text_document.uri, None)
+        if doc is not None and self.engine is not None:
+            self.engine.document_changed(doc.path, None)
+
+    def _document_changed(self, doc: Document) -> None:
+        if self.engine is not None:
+            self.engine.document_changed(doc.path, doc.text)
+
+    # ---- completions -------------------------------------------------------------------------------
+
+    async def complete_at(self, uri: str, position: types.Position) -> tuple[Document, Edit, str] | None:
+        """The completion at a position as (document, edit, request id), or None for an empty answer."""
+        self.book.count("requests")
+        doc = self.documents.get(uri)
+        offset = doc.offset_at(position, self.encoding) if doc is not None else None
+        if doc is None or offset is None or not self.config.enabled:
+            self.book.count("invalid" if self.config.enabled else "disabled")
+            return None
+        shown = self.shown.get(uri)
+        rest = pipeline.typed_through(shown, doc, offset) if shown is not None else None
+        if shown is not None and rest is not None:
+            self.book.count("typedThrough")
+            self.shown[uri] = Shown(doc, rest, shown.request_id)
+            return doc, rest, shown.request_id
+        if self.engine is None or not self.engine.ready:
+            self.book.count("notReady")
+            return None
+
+        completion = await self._run(Snapshot(doc, offset, f"r{next(self._ids)}"))
+        if completion is None:
+            self.book.count("cancelled")
+            return None
+        self.book.record(completion)
+        self.protocol.notify(STATS_NOTIFICATION, completion.stats())
+        if not completion.text:
+            self.shown.pop(uri, None)
+            return None
+        self.shown[uri] = Shown(doc, completion.edit, completion.request_id)
+        return doc, completion.edit, completion.request_id
+
+    async def _run(self, snapshot: Snapshot) -> Completion | None:
+        engine = self.engine
+        assert engine is not None
+
+        def work(cancel: Any, queue_ms: float) -> Completion:
+            return pipeline.complete(snapshot, engine, cancel, queue_ms)
+
+        job = self.scheduler.submit(snapshot.doc.uri, work, job_id=snapshot.request_id)
+        message_id = self.protocol.msg_id
+        self._jobs_by_message[message_id] = job.job_id
+        try:
+            return await asyncio.wrap_future(job.future)
+        finally:
+            self._jobs_by_message.pop(message_id, None)
+
+    def cancel_completion(self, message_id: Any) -> bool:
+        """Cancel the completion job of an LSP request; False when that request is no completion."""
+        job_id = self._jobs_by_message.get(message_id)
+        if job_id is None:
+            return False
+        self.scheduler.cancel(job_id)
+        return True
+
+    def inline_item(self, doc: Document, edit: Edit, request_id: str) -> types.InlineCompletionItem:
+        return types.InlineCompletionItem(
+            insert_text=edit.text,
+            range=self._range(doc, edit),
+            command=types.Command(title="Accepted", command=CMD_ACCEPTED, arguments=[request_id]),
+        )
+
+    def completion_item(self, doc: Document, edit: Edit, request_id: str) -> types.CompletionItem:
+        first_line = edit.text.strip().splitlines()[0] if edit.text.strip() else ""
+        lines = edit.text.count("\n") + 1
+        return types.CompletionItem(
+            label=f"⇥ lookahead: {first_line[:60]}",
+            kind=types.CompletionItemKind.Snippet,
+            detail=f"lookahead completion ({lines} line{'s' if lines > 1 else ''})",
+            documentation=types.MarkupContent(kind=types.MarkupKind.Markdown, value=f"```\n{edit.text}\n```"),
+            sort_text="0",
+            preselect=True,
+            insert_text_format=types.InsertTextFormat.PlainText,
+            text_edit=types.TextEdit(range=self._range(doc, edit), new_text=edit.text),
+            command=types.Command(title="Accepted", command=CMD_ACCEPTED, arguments=[request_id]),
+        )
+
+    def _range(self, doc: Document, edit: Edit) -> types.Range:
+        return types.Range(
+            start=doc.position_at(edit.start, self.encoding), end=doc.position_at(edit.end, self.encoding)
+        )
+
+    # ---- commands ----------------------------------------------------------------------------------
+
+    def stats_report(self) -> dict[str, Any]:
+        return {
+            **self.book.report(),
+            "model": self.engine.describe() if self.engine is not None else {"state": "idle"},
+            "settings": to_settings(self.config),
+            "openDocuments": len(self.documents),
+            "workerBusy": self.scheduler.busy,
+        }
+
+
+def _supports_inline(capabilities: types.ClientCapabilities) -> bool:
+    text_document = capabilities.text_document
+    return bool(text_document and text_document.inline_completion is not None)
+
+
+def workspace_roots(params: types.InitializeParams) -> list[Path]:
+    """The workspace folders (or the root URI / path) as directories."""
+    uris = [folder.uri for folder in params.workspace_folders or []]
+    if not uris and params.root_uri:
+        uris = [params.root_uri]
+    paths = [to_fs_path(uri) for uri in uris]
+    if not uris and params.root_path:
+        paths = [params.root_path]
+    return [Path(p) for p in paths if p and Path(p).is_dir()]
+
+
+# ---- handlers: thin -----------------------------------------------------------------------------------
+
+SERVER = LookaheadServer()
+
+
+@SERVER.feature(types.INITIALIZE)
+def initialize(ls: LookaheadServer, params: types.InitializeParams) -> None:
+    ls.initialize(params)
+
+
+@SERVER.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
+def did_change_configuration(ls: LookaheadServer, params: types.DidChangeConfigurationParams) -> None:
+    ls.apply_settings(params.settings)
+
+
+@SERVER.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())
+async def inline_completion(ls: LookaheadServer, params: types.InlineCompletionParams) -> types.InlineCompletionList:
+    found = await ls.complete_at(params.text_document.uri, params.position)
+    return types.InlineCompletionList(items=[ls.inline_item(*found)] if found else [])
+
+
+async def completion(ls: LookaheadServer, params: types.CompletionParams) -> types.CompletionList:
+    """``textDocument/completion``, registered only for clients without inline completion."""
+    found = await ls.complete_at(params.text_document.uri, params.position)
+    return types.CompletionList(is_incomplete=True, items=[ls.completion_item(*found)] if found else [])
+
+
+@SERVER.command(CMD_STATS)
+def stats_command(ls: LookaheadServer, *args: Any) -> dict[str, Any]:
+    return ls.stats_report()
+
+
+@SERVER.command(CMD_REINDEX)
+def reindex_command(ls: LookaheadServer, *args: Any) -> dict[str, Any]:
+    if ls.engine is None or not ls.config.index_enabled:
+        return {"started": False}
+    ls.engine.reindex()
+    return {"started": True}
+
+
+@SERVER.command(CMD_ACCEPTED)
+def accepted_command(ls: LookaheadServer, *args: Any) -> dict[str, Any]:
+    request_id = str(args[0]) if args else ""
+    return {"known": ls.book.accepted(request_id)}
+
+
+@SERVER.feature(types.SHUTDOWN)
+def shutdown(ls: LookaheadServer, *args: Any) -> None:
+    ls.shutdown_requested = True
+    ls.stop()
+
+
+@SERVER.feature(types.EXIT)
+def exit_(ls: LookaheadServer, *args: Any) -> None:
+    ls.stop()

@@ -1,0 +1,79 @@
+"""``lookahead-lsp complete``: the daemon's pipeline from the command line; bad input is a one-line error, exit 2."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from lsp_server.cli import main
+from lsp_server.commands.complete import repo_root
+
+SOURCE = "def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    return "
+
+
+@pytest.fixture(autouse=True)
+def _keep_logging() -> Iterator[None]:
+    """``main()`` points the root logger at the captured stderr; put the handlers back afterwards."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+
+
+@pytest.fixture()
+def source(tmp_path: Path) -> Path:
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "pkg").mkdir()
+    path = tmp_path / "pkg" / "ops.py"
+    path.write_text(SOURCE)
+    return path
+
+
+def test_repo_root(source: Path) -> None:
+    assert repo_root(source) == source.parent.parent
+
+
+@pytest.mark.parametrize(
+    ("line", "character", "message"),
+    [(6, 0, "outside"), (5, 12, "outside"), (-1, 0, "outside")],
+)
+def test_position_outside_the_file(
+    source: Path, line: int, character: int, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["complete", str(source), "--line", str(line), "--character", str(character)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1
+
+
+def test_unreadable_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["complete", str(tmp_path / "missing.py"), "--line", "0", "--character", "0"]) == 2
+    assert "cannot read" in capsys.readouterr().err
+    binary = tmp_path / "blob.py"
+    binary.write_bytes(b"\xff\xfe\x00bad")
+    assert main(["complete", str(binary), "--line", "0", "--character", "0"]) == 2
+
+
+def test_bad_model_spec(source: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["complete", str(source), "--line", "5", "--character", "11", "--model", str(tmp_path / "nope")]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert "cannot load the model" in err and len(err.splitlines()) == 1
+
+
+def test_json_output(source: Path, tiny_model_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["complete", str(source), "--line", "5", "--character", "11", "--model", str(tiny_model_dir)]
+    assert main([*args, "--json", "--max-new-tokens", "6", "--decoder", "greedy"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert set(out) == {"text", "token_ids", "stats"}
+    assert 1 <= len(out["token_ids"]) <= 6
+    stats = out["stats"]
+    assert stats["new_tokens"] == len(out["token_ids"]) and "hits_by_source" in stats
+    assert set(stats["latency_ms"]) >= {"prompt", "prefill", "decode", "postprocess", "total"}
+
+    assert main([*args, "--max-new-tokens", "6", "--no-index"]) == 0  # plain text, lookahead
+    assert capsys.readouterr().out.endswith("\n")

@@ -1,0 +1,99 @@
+"""Settings parsing: valid values apply, invalid ones are reported and keep their previous values."""
+
+from __future__ import annotations
+
+from lsp_server.config import Config, parse_config, to_settings
+
+
+def test_defaults_and_none() -> None:
+    config, errors = parse_config(None)
+    assert config == Config() and errors == []
+    assert config.decoder == "lookahead" and config.window == 1 and config.ngram == 8
+
+
+def test_camel_case_values_apply() -> None:
+    raw = {
+        "model": "/models/qwen",
+        "device": "cuda:1",
+        "dtype": "bfloat16",
+        "decoder": "greedy",
+        "window": 2,
+        "ngram": 5,
+        "verify": 4,
+        "maxNewTokens": 32,
+        "tokenBudget": 2048,
+        "indexEnabled": False,
+        "include": ["*.py"],
+        "exclude": ["build/"],
+        "logFile": "/tmp/x.log",
+        "enabled": False,
+    }
+    config, errors = parse_config(raw)
+    assert errors == []
+    assert config == Config(
+        enabled=False,
+        model="/models/qwen",
+        device="cuda:1",
+        dtype="bfloat16",
+        decoder="greedy",
+        window=2,
+        ngram=5,
+        verify=4,
+        max_new_tokens=32,
+        token_budget=2048,
+        index_enabled=False,
+        include=("*.py",),
+        exclude=("build/",),
+        log_file="/tmp/x.log",
+    )
+    assert to_settings(config) == {**raw, "remote": None}
+
+
+def test_lookahead_section_is_unwrapped() -> None:
+    config, errors = parse_config({"lookahead": {"window": 3}})
+    assert errors == [] and config.window == 3
+
+
+def test_invalid_values_keep_previous_and_say_why() -> None:
+    previous = Config(window=2, max_new_tokens=40)
+    config, errors = parse_config(
+        {"window": "big", "maxNewTokens": 0, "decoder": "beam", "ngram": True, "device": "tpu", "ngram2": 1},
+        previous,
+    )
+    assert config == previous
+    assert len(errors) == 6
+    joined = "\n".join(errors)
+    assert "lookahead.window must be an integer" in joined and "keeping 2" in joined
+    assert "lookahead.maxNewTokens must be from 1 to 2048, got 0" in joined
+    assert "'lookahead', 'greedy'" in joined
+    assert "unknown setting lookahead.ngram2" in joined
+
+
+def test_valid_values_apply_next_to_invalid_ones() -> None:
+    config, errors = parse_config({"window": 4, "verify": -1})
+    assert config.window == 4 and config.verify is None
+    assert len(errors) == 1 and "lookahead.verify" in errors[0]
+
+
+def test_remote_settings() -> None:
+    config, errors = parse_config({"decoder": "remote"})
+    assert config.decoder == "lookahead" and "needs lookahead.remote.url" in errors[0]
+    config, errors = parse_config({"decoder": "remote", "remote": {"url": "http://127.0.0.1:8000", "timeoutS": 5}})
+    assert errors == [] and config.decoder == "remote" and not config.local
+    assert config.remote is not None and config.remote.timeout_s == 5
+    assert to_settings(config)["remote"]["url"] == "http://127.0.0.1:8000"
+    config, errors = parse_config({"remote": {"timeoutS": "soon"}}, config)
+    assert config.remote is not None and config.remote.timeout_s == 5 and "lookahead.remote.timeoutS" in errors[0]
+    assert parse_config({"decoder": "lookahead"}, config)[0].model_key() != config.model_key()  # weights needed
+
+
+def test_not_an_object() -> None:
+    config, errors = parse_config([1, 2])
+    assert config == Config() and errors == ["settings must be an object, got list"]
+
+
+def test_keys_say_what_to_reload() -> None:
+    base = Config()
+    assert parse_config({"window": 3}, base)[0].model_key() == base.model_key()
+    assert parse_config({"model": "x"}, base)[0].model_key() != base.model_key()
+    assert parse_config({"exclude": ["a"]}, base)[0].index_key() != base.index_key()

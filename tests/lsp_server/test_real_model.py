@@ -1,0 +1,62 @@
+"""End to end with the embedded real model: a sensible completion, then KV prefix reuse after an edit."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.lsp_server.jsonrpc_client import LspClient
+
+pytestmark = pytest.mark.real_model
+
+SOURCE = '''import math
+
+
+def circle_area(radius):
+    """The area of a circle."""
+    return math.pi * radius ** 2
+
+
+def circle_circumference(radius):
+    """The circumference of a circle."""
+'''
+
+
+def _insert(line: int, character: int, text: str) -> dict[str, object]:
+    position = {"line": line, "character": character}
+    return {"range": {"start": position, "end": position}, "text": text}
+
+
+def test_real_model_completion_and_kv_reuse(tmp_path: Path) -> None:
+    root = tmp_path / "ws"
+    (root / ".git").mkdir(parents=True)
+    (root / "shapes.py").write_text(SOURCE)
+    uri = (root / "shapes.py").as_uri()
+    client = LspClient(stderr_path=tmp_path / "server.log")
+    try:
+        client.initialize(root=root, options={"maxNewTokens": 24})
+        assert client.wait_model(timeout=600)["state"] == "ready"
+        client.open(uri, SOURCE)
+        line = SOURCE.count("\n")
+        before = len(client.notifications)
+        result = client.inline(uri, line, 0, timeout=300)
+        first = client.wait_notification("lookahead/completionStats", after=before, timeout=60)
+        assert result["items"], first
+        text = result["items"][0]["insertText"]
+        assert "return" in text and "radius" in text, text
+
+        # Typing the start of the shown completion answers the rest at once, without the model.
+        client.change(uri, 2, [_insert(line, 0, text[:5])])
+        rest = client.inline(uri, line, 5, timeout=30)
+        assert rest["items"][0]["insertText"] == text[5:]
+
+        # Typing something else runs the model again; the prompt's head comes from the KV cache.
+        client.change(uri, 3, [_insert(line, 5, "_squared = ")])
+        before = len(client.notifications)
+        client.inline(uri, line, 16, timeout=300)
+        second = client.wait_notification("lookahead/completionStats", after=before, timeout=60)
+        assert second["prefilledTokens"] < second["promptTokens"]
+        print(f"\nreal model: {text!r}\nfirst {first}\nsecond {second}")
+    finally:
+        assert client.close(timeout=60) == 0
