@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import time
+from collections.abc import Sequence
 
 import torch
 
 from decoder.forward import forward
 from decoder.kv import PrefixKV
-from decoder.steps import Generation, begin, pick
-from decoder.types import DecodeRequest, DecodeResult
+from decoder.steps import Generation, drive, pick, warm
+from decoder.types import CancelToken, DecodeRequest, DecodeResult
 
 
 class GreedyDecoder:
@@ -19,22 +19,27 @@ class GreedyDecoder:
         self.model = model
         self.kv = PrefixKV()
 
+    def warm(self, prompt_ids: Sequence[int], cancel: CancelToken | None = None) -> int:
+        """Prefill a prompt's KV entries in idle time (see :func:`decoder.steps.warm`)."""
+        return warm(self.model, self.kv, prompt_ids, cancel)
+
     def generate(self, request: DecodeRequest) -> DecodeResult:
-        gen = Generation(request)
-        logits = begin(self.model, self.kv, gen)
-        if logits is None:
-            return DecodeResult(gen.tokens, gen.result_stats())
-        t0 = time.perf_counter()
-        token = pick(logits, gen.allowed())
-        while True:
-            gen.commit([token])
-            if gen.done() or gen.cancelled():
-                break
-            logits = forward(self.model, self.kv, [token])[-1]
-            self.kv.append([token])
-            gen.stats.steps += 1
-            gen.stats.tokens_in_passes += 1
-            gen.stats.accepted_per_step.append(1)
-            token = pick(logits, gen.allowed())
-        gen.stats.decode_ms = (time.perf_counter() - t0) * 1000
-        return DecodeResult(gen.tokens, gen.result_stats())
+        return drive(self.model, self.kv, request, lambda gen: _GreedyStep(self, gen))
+
+
+class _GreedyStep:
+    def __init__(self, decoder: GreedyDecoder, gen: Generation) -> None:
+        self.decoder, self.gen = decoder, gen
+
+    def extend(self, committed: Sequence[int]) -> None:
+        pass
+
+    def step(self) -> list[int]:
+        token = self.gen.tokens[-1]
+        logits = forward(self.decoder.model, self.decoder.kv, [token])[-1]
+        self.decoder.kv.append([token])
+        stats = self.gen.stats
+        stats.steps += 1
+        stats.tokens_in_passes += 1
+        stats.accepted_per_step.append(1)
+        return [pick(logits, self.gen.allowed())]

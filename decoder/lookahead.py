@@ -11,7 +11,6 @@ where nothing is likely to match a step is a plain greedy step.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -21,9 +20,9 @@ from decoder.drafts import Draft, DraftSource, JacobiPool, NgramTable
 from decoder.forward import forward
 from decoder.kv import PrefixKV
 from decoder.policy import AcceptanceModel, CostModel, select
-from decoder.steps import Generation, begin, pick
+from decoder.steps import Generation, drive, pick, warm
 from decoder.tree import TokenTree, build_tree, verify
-from decoder.types import DecodeRequest, DecodeResult
+from decoder.types import CancelToken, DecodeRequest, DecodeResult
 
 log = logging.getLogger(__name__)
 
@@ -56,22 +55,12 @@ class LookaheadDecoder:
         self.acceptance = AcceptanceModel()
         self.kv = PrefixKV()
 
+    def warm(self, prompt_ids: Sequence[int], cancel: CancelToken | None = None) -> int:
+        """Prefill a prompt's KV entries in idle time (see :func:`decoder.steps.warm`)."""
+        return warm(self.model, self.kv, prompt_ids, cancel)
+
     def generate(self, request: DecodeRequest) -> DecodeResult:
-        gen = Generation(request)
-        logits = begin(self.model, self.kv, gen)
-        if logits is None:
-            return DecodeResult(gen.tokens, gen.result_stats())
-        t0 = time.perf_counter()
-        run = _Run(self, request, gen)
-        pending = [pick(logits, gen.allowed())]
-        while True:
-            committed = gen.commit(pending)
-            run.extend(gen.tokens[len(gen.tokens) - committed :])
-            if gen.done() or gen.cancelled():
-                break
-            pending = run.step()
-        gen.stats.decode_ms = (time.perf_counter() - t0) * 1000
-        return DecodeResult(gen.tokens, gen.result_stats())
+        return drive(self.model, self.kv, request, lambda gen: _Run(self, request, gen))
 
 
 class _Run:

@@ -7,13 +7,14 @@ the constraint behave identically in both.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Protocol
 
 import torch
 
 from decoder.forward import prefill
 from decoder.kv import PrefixKV
-from decoder.types import DecodeRequest, DecodeStats, FinishReason
+from decoder.types import CancelToken, DecodeRequest, DecodeResult, DecodeStats, FinishReason
 
 
 def pick(logits: torch.Tensor, allowed: Sequence[int] | None) -> int:
@@ -92,3 +93,47 @@ def begin(model: torch.nn.Module, kv: PrefixKV, gen: Generation) -> torch.Tensor
         gen.finish = "cancelled"
         return None
     return logits
+
+
+class Stepper(Protocol):
+    """A decoder's step: what it learns from committed tokens, and one forward pass producing new tokens."""
+
+    def extend(self, committed: Sequence[int]) -> None: ...
+
+    def step(self) -> list[int]: ...
+
+
+def drive(
+    model: torch.nn.Module, kv: PrefixKV, request: DecodeRequest, make_stepper: Callable[[Generation], Stepper]
+) -> DecodeResult:
+    """The decoding loop both decoders share: prefill, then commit and step until finished or cancelled."""
+    gen = Generation(request)
+    logits = begin(model, kv, gen)
+    if logits is None:
+        return DecodeResult(gen.tokens, gen.result_stats())
+    t0 = time.perf_counter()
+    stepper = make_stepper(gen)
+    pending = [pick(logits, gen.allowed())]
+    while True:
+        committed = gen.commit(pending)
+        stepper.extend(gen.tokens[len(gen.tokens) - committed :])
+        if gen.done() or gen.cancelled():
+            break
+        pending = stepper.step()
+    gen.stats.decode_ms = (time.perf_counter() - t0) * 1000
+    return DecodeResult(gen.tokens, gen.result_stats())
+
+
+def warm(model: torch.nn.Module, kv: PrefixKV, prompt_ids: Sequence[int], cancel: CancelToken | None = None) -> int:
+    """Prefill ``prompt_ids`` into the cache ahead of a request (idle time); returns tokens newly prefilled.
+
+    Stops between chunks when cancelled; what was prefilled so far stays and is reused by the next request.
+    All but the last token are prefilled, so a request for exactly this prompt still gets its logits.
+    """
+    prompt = list(prompt_ids)
+    if len(prompt) < 2:
+        return 0
+    reused = kv.reuse_for(prompt)
+    before = len(kv)
+    prefill(model, kv, prompt[reused:-1], cancel)
+    return len(kv) - before

@@ -198,3 +198,16 @@ def test_cancellation_stops_between_steps(model):
     cancel2.cancel()
     early = GreedyDecoder(model).generate(DecodeRequest(prompt, 40, cancel=cancel2))
     assert early.token_ids == [] and early.stats.finish_reason == "cancelled"
+
+
+def test_warm_prefills_ahead_and_changes_nothing(model):
+    prompt = prompts(1, seed=18)[0]
+    want = greedy(model, DecodeRequest(prompt, max_new_tokens=16))
+    for decoder in (GreedyDecoder(model), LookaheadDecoder(model, LookaheadConfig(), GPU)):
+        assert decoder.warm(prompt[:-2]) == len(prompt) - 3
+        got = decoder.generate(DecodeRequest(prompt, 16))
+        assert got.token_ids == want
+        assert got.stats.prefilled_tokens == 3  # the two new tokens and the one warm leaves for the logits
+    cancel = CancelToken()
+    cancel.cancel()
+    assert GreedyDecoder(model).warm(prompt, cancel) == 0
