@@ -119,6 +119,12 @@ class QualityResult:
     def workloads(self) -> list[str]:
         return list(dict.fromkeys(h.workload for h in self.holes))
 
+    @property
+    def groups(self) -> list[str]:
+        """Each workload, then each midline kind (cursor between tokens / inside a token) on its own."""
+        kinds = [f"midline:{k}" for k in dict.fromkeys(h.kind for h in self.holes if h.workload == "midline")]
+        return [*self.workloads, *kinds]
+
 
 @dataclass(frozen=True)
 class QualitySummary:
@@ -136,15 +142,17 @@ class QualitySummary:
 
 
 def summarize_quality(result: QualityResult) -> list[QualitySummary]:
-    """One row per (workload or "all", workspace on/off, variant)."""
+    """One row per (workload, midline kind or "all"; workspace on/off; variant)."""
     rows = []
-    for workload in [*result.workloads, "all"]:
+    for workload in [*result.groups, "all"]:
         for workspace in (True, False):
             for variant in VARIANTS:
                 group = [
                     s
                     for s in result.scored
-                    if workload in ("all", s.workload) and s.workspace == workspace and s.variant == variant
+                    if workload in ("all", s.workload, f"{s.workload}:{s.kind}")
+                    and s.workspace == workspace
+                    and s.variant == variant
                 ]
                 if group:
                     rows.append(
