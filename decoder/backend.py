@@ -27,9 +27,11 @@ BackendKind = Literal["lookahead", "greedy", "remote"]
 class Backend(Decoder, Protocol):
     """A :class:`~decoder.types.Decoder` with a name, a capability flag and a ``close()``.
 
-    ``supports_constraints``: whether a request's ``TokenConstraint`` (token healing) is applied while
-    decoding. A backend without it ends the output at the first token that breaks the constraint, so the
-    caller should build prompts without healing for it.
+    ``supports_constraints``: whether a request's ``TokenConstraint`` (token healing) steers decoding. A
+    backend without it (the remote engine) checks the constraint on what the model generated and ends the
+    output at the first token that breaks it. Keep token healing on for it all the same: the prompt then
+    ends before the half-typed word, which the model usually regenerates whole; a prompt that ends mid-word
+    makes it start the word over ("fr" -> "from typing ...", shown as "frfrom typing ...").
     """
 
     name: str

@@ -271,7 +271,7 @@ class RemoteEngine:
     """
 
     name = "remote"
-    supports_constraints = False  # the server cannot apply a TokenConstraint; violations end the output
+    supports_constraints = False  # the server cannot apply a TokenConstraint: checked here, a violation ends it
 
     def __init__(
         self,
@@ -460,7 +460,8 @@ class _Unanswered(EngineError):
 
 
 def _cut(tokens: list[int], request: DecodeRequest) -> tuple[int, FinishReason] | None:
-    """Where to end the output: at an EOS id, at a constraint violation, or where the stop callback says."""
+    """Where to end the output: at an EOS id, where the stop callback says, or (all of it) where the output
+    breaks the constraint: the engine did not regenerate the text that token healing took from the prompt."""
     constrained = request.constraint is not None
     for i, token in enumerate(tokens):
         if token in request.eos_ids:
@@ -469,7 +470,7 @@ def _cut(tokens: list[int], request: DecodeRequest) -> tuple[int, FinishReason] 
             allowed = request.constraint.allowed(tokens[:i])
             constrained = allowed is not None
             if allowed is not None and token not in allowed:
-                return i, "stop"
+                return 0, "stop"  # what came before is part of the healed text: nothing of it is kept
     if request.stop is not None:
         keep = request.stop(tokens)
         if keep is not None:

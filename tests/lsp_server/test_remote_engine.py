@@ -1,0 +1,70 @@
+"""The daemon with the remote backend, end to end: ``lookahead-lsp serve`` completing through llama.cpp's server.
+
+Skips until the server has the remote wiring (``lsp_server.config.Config.remote``) and where the engine
+could not be built (``scripts/get-engine.sh``), printing why.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lsp_server.config import Config
+from tests.decoder.test_remote import engine_server  # noqa: F401 - the shared real-engine fixture
+from tests.lsp_server.jsonrpc_client import LspClient
+from tests.lsp_server.test_server_e2e import SOURCE, STATS, _end_of, _start
+
+if "remote" not in {f.name for f in dataclasses.fields(Config)}:
+    pytest.skip(
+        "the server has no remote backend wiring yet (no lsp_server.config.Config.remote)", allow_module_level=True
+    )
+
+SHOW_MESSAGE = "window/showMessage"
+URI = "file:///tmp/lookahead-remote/main.py"
+
+
+def _outage_messages(client: LspClient) -> list[str]:
+    return [m["message"] for m in client.notifications_of(SHOW_MESSAGE) if "remote engine" in m["message"]
+            and "failed" in m["message"]]  # fmt: skip
+
+
+def _items(client: LspClient) -> list[Any]:
+    items: list[Any] = client.inline(URI, *_end_of(SOURCE))["items"]
+    return items
+
+
+def test_completions_outage_and_recovery_through_the_daemon(engine_server: Any, tmp_path: Path) -> None:  # noqa: F811
+    from evaluation.remote_bench import LLAMA_CPP_EXTRA
+
+    remote = {"url": engine_server.url, "timeoutS": 60, "extra": LLAMA_CPP_EXTRA}
+    client = _start(tmp_path, {"decoder": "remote", "remote": remote, "maxNewTokens": 16, "indexEnabled": False})
+    try:
+        assert client.wait_model()["state"] == "ready"
+        client.open(URI, SOURCE)
+        before = len(client.notifications)
+        items = _items(client)
+        stats = client.wait_notification(STATS, after=before)
+        print(f"remote completion: {[i['insertText'] for i in items]} {stats}")
+        assert items and stats["newTokens"] > 0 and stats["latencyMs"]["total"] > 0
+
+        engine_server.stop()
+        try:
+            for _ in range(3):
+                assert _items(client) == []
+                time.sleep(0.6)  # past the client's first backoff steps
+            assert len(_outage_messages(client)) == 1, client.notifications_of(SHOW_MESSAGE)
+        finally:
+            engine_server.start()
+        deadline = time.monotonic() + 30
+        while not _items(client):
+            assert time.monotonic() < deadline, "completions did not resume after the engine came back"
+            time.sleep(0.2)
+        back = client.wait_notification(SHOW_MESSAGE, lambda m: m["message"].endswith(" is back"), timeout=10)
+        print(f"outage: {_outage_messages(client)}; recovery: {back['message']}")
+        assert len(_outage_messages(client)) == 1
+    finally:
+        client.close()
