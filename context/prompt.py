@@ -6,6 +6,13 @@ Repository-level fill-in-the-middle (Qwen2.5-Coder technical report, "Repo-Level
     <|file_sep|>{path}\\n{snippet}\\n          (context sections, ordered by path and line)
     <|file_sep|>{current path}\\n<|fim_prefix|>{prefix}<|fim_suffix|>{suffix}<|fim_middle|>
 
+That is the ``"psm"`` layout (prefix, suffix, middle), the one the report documents. ``"spm"`` puts the
+suffix first (``<|fim_suffix|>{suffix}<|fim_prefix|>{prefix}<|fim_middle|>``) so that typing at the cursor,
+which changes only the end of the prefix, leaves everything before it in the KV cache, suffix included; in
+"psm" each keystroke invalidates the suffix too. ``PromptBudget.suffix_max`` caps the suffix (a short window
+after the cursor: "psm" with little to re-prefill). :data:`PROMPT_LAYOUTS` names the measured combinations
+(docs/benchmarks.md, "Prompt layout and budget").
+
 Every part is tokenized on its own and the ids concatenated, so each part's count is exact and adding a
 character at the cursor changes only the tail of the prefix: the context sections and the head of the prefix
 keep their token ids and the decoder's KV prefix reuse hits. For that the prefix starts on a line whose number
@@ -29,7 +36,15 @@ from typing import Any, Literal
 from context.healing import Healing, heal_ids
 from context.snippets import Snippet
 
-Layout = Literal["psm"]
+Layout = Literal["psm", "spm"]
+PromptLayout = Literal["psm", "spm", "psm-short"]
+SHORT_SUFFIX_TOKENS = 32  # the suffix window of "psm-short"
+PROMPT_LAYOUTS: dict[str, tuple[Layout, int | None]] = {
+    "psm": ("psm", None),
+    "spm": ("spm", None),
+    "psm-short": ("psm", SHORT_SUFFIX_TOKENS),
+}
+"""Named layouts: (token order, suffix cap in tokens or None)."""
 CHARS_PER_TOKEN = 8  # generous: a char window of cap * 8 holds at least cap tokens of ordinary code
 MIN_SECTION_TOKENS = 16  # a context section cut to fewer tokens than this is left out
 
@@ -47,10 +62,13 @@ class PromptBudget:
     suffix_share: float = 0.16
     snap_lines: int = 8
     context_quantum: int = 128
+    suffix_max: int | None = None  # at most this many suffix tokens (a short window after the cursor)
 
     def __post_init__(self) -> None:
         if self.total <= 0 or self.snap_lines <= 0 or self.context_quantum <= 0:
             raise ValueError("prompt budget: total, snap_lines and context_quantum must be positive")
+        if self.suffix_max is not None and self.suffix_max < 0:
+            raise ValueError("prompt budget: suffix_max must be >= 0")
         if not (self.prefix_share >= 0 and self.suffix_share >= 0 and self.prefix_share + self.suffix_share <= 1):
             raise ValueError("prompt budget: shares must be >= 0 and prefix_share + suffix_share <= 1")
 
@@ -147,6 +165,8 @@ class PromptBuilder:
             raise PromptTooSmall(f"a budget of {budget.total} tokens cannot hold the {fixed} fixed tokens")
         prefix_cap = int(available * budget.prefix_share)
         suffix_cap = int(available * budget.suffix_share)
+        if budget.suffix_max is not None:
+            suffix_cap = min(suffix_cap, budget.suffix_max)
         prefix = self._fit_prefix(request.text[:offset], prefix_cap)
         suffix = self._fit_suffix(request.text[offset:], suffix_cap)
         healing = None
@@ -302,7 +322,29 @@ def _psm(parts: _Parts) -> list[int]:
     ]
 
 
-_LAYOUTS: dict[str, Callable[[_Parts], list[int]]] = {"psm": _psm}
+def _spm(parts: _Parts) -> list[int]:
+    s = parts.special
+    return [
+        *parts.header,
+        *parts.context,
+        *parts.file_header,
+        s["<|fim_suffix|>"],
+        *parts.suffix,
+        s["<|fim_prefix|>"],
+        *parts.prefix,
+        s["<|fim_middle|>"],
+    ]
+
+
+_LAYOUTS: dict[str, Callable[[_Parts], list[int]]] = {"psm": _psm, "spm": _spm}
+
+
+def layout_budget(name: PromptLayout, total: int) -> tuple[Layout, PromptBudget]:
+    """The token order and budget of a named layout (:data:`PROMPT_LAYOUTS`) for ``total`` tokens."""
+    if name not in PROMPT_LAYOUTS:
+        raise ValueError(f"unknown prompt layout {name!r}; known: {', '.join(PROMPT_LAYOUTS)}")
+    order, suffix_max = PROMPT_LAYOUTS[name]
+    return order, PromptBudget(total=total, suffix_max=suffix_max)
 
 
 def build_prompt(

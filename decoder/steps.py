@@ -12,7 +12,7 @@ from typing import Protocol
 
 import torch
 
-from decoder.forward import prefill
+from decoder.forward import WARM_CHUNK, prefill
 from decoder.kv import PrefixKV
 from decoder.types import CancelToken, DecodeRequest, DecodeResult, DecodeStats, FinishReason
 
@@ -135,5 +135,5 @@ def warm(model: torch.nn.Module, kv: PrefixKV, prompt_ids: Sequence[int], cancel
         return 0
     reused = kv.reuse_for(prompt)
     before = len(kv)
-    prefill(model, kv, prompt[reused:-1], cancel)
+    prefill(model, kv, prompt[reused:-1], cancel, WARM_CHUNK)
     return len(kv) - before

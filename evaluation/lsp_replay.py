@@ -7,6 +7,14 @@ it sends ``didChange`` (the whole text) and ``textDocument/inlineCompletion`` an
 (one keystroke at a time: a user pausing after each key). A keystroke's latency runs from the ``didChange``
 to the answer. An answer with the same request id as the one before is "typed through": the daemon answered
 from the completion already shown, without the model.
+
+:func:`compare_sessions` replays the latency a typist feels, in three cases, once per daemon configuration
+(background prefill and the cache-aware layout on, then off) so that both are measured in one go: for each
+hole in one large file it opens the file, asks for a completion at the cursor as an editor does when the
+cursor is placed (Neovim on InsertEnter; not timed), pauses, then types the hole's code key by key (a
+newline and the indentation after it are one key, as an editor's auto-indent makes them). Cases: ``open``,
+the first keystroke after the pause; ``newline``, the keystroke that starts a new line; ``typing``, the
+other keystrokes.
 """
 
 from __future__ import annotations
@@ -40,6 +48,7 @@ class LspClient:
         )
         self._next_id = 0
         self._answers: dict[int, queue.Queue[dict[str, Any]]] = {}
+        self.completion_stats: dict[str, dict[str, Any]] = {}  # lookahead/completionStats by request id
         self._lock = threading.Lock()
         self._reader = threading.Thread(target=self._read_loop, daemon=True)
         self._reader.start()
@@ -55,15 +64,22 @@ class LspClient:
         self._send({"method": method, "params": params})
 
     def request(self, method: str, params: Any, timeout: float = ANSWER_TIMEOUT_S) -> Any:
+        return self.answer(self.start(method, params), timeout)
+
+    def start(self, method: str, params: Any) -> int:
+        """Send a request without waiting; :meth:`answer` waits for its result."""
         with self._lock:
             self._next_id += 1
             message_id = self._next_id
             self._answers[message_id] = queue.Queue(maxsize=1)
         self._send({"id": message_id, "method": method, "params": params})
+        return message_id
+
+    def answer(self, message_id: int, timeout: float = ANSWER_TIMEOUT_S) -> Any:
         answer = self._answers[message_id].get(timeout=timeout)
         del self._answers[message_id]
         if "error" in answer:
-            raise RuntimeError(f"{method} failed: {answer['error']}")
+            raise RuntimeError(f"request {message_id} failed: {answer['error']}")
         return answer.get("result")
 
     def _read_loop(self) -> None:
@@ -72,6 +88,9 @@ class LspClient:
         while (message := _read_message(stdout)) is not None:
             if "method" in message and "id" in message:  # a request from the server: accept it, empty
                 self._send({"id": message["id"], "result": None})
+            elif message.get("method") == "lookahead/completionStats":
+                params = message.get("params") or {}
+                self.completion_stats[str(params.get("requestId"))] = params
             elif "id" in message and message["id"] in self._answers:
                 self._answers[message["id"]].put(message)
 
@@ -145,11 +164,14 @@ def _percentile(values: list[float], q: float) -> float:
 
 
 def _wait_ready(client: LspClient) -> None:
+    """Until the model is loaded and the workspace index built (indexing competes for the CPU)."""
     deadline = time.monotonic() + READY_TIMEOUT_S
     while time.monotonic() < deadline:
         report = client.request("workspace/executeCommand", {"command": "lookahead.stats", "arguments": []})
-        state = (report or {}).get("model", {}).get("state")
-        if state == "ready":
+        model = (report or {}).get("model", {})
+        state = model.get("state")
+        index = model.get("index", {})
+        if state == "ready" and (index.get("ready") or not index.get("enabled")):
             return
         if state == "failed":
             raise RuntimeError(f"the daemon's model failed to load: {report['model']}")
@@ -157,30 +179,55 @@ def _wait_ready(client: LspClient) -> None:
     raise TimeoutError("the daemon's model was not ready in time")
 
 
+def _start_daemon(root: Path, options: dict[str, Any]) -> LspClient:
+    """``lookahead-lsp serve`` on the workspace ``root``, initialized with ``options``, its model ready."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    client = LspClient([sys.executable, "-m", "lsp_server.cli", "serve"], Path.cwd(), env)
+    try:
+        client.request(
+            "initialize",
+            {
+                "processId": os.getpid(),
+                "rootUri": root.as_uri(),
+                "workspaceFolders": [{"uri": root.as_uri(), "name": root.name}],
+                "capabilities": {"textDocument": {"inlineCompletion": {}}},
+                "initializationOptions": options,
+            },
+        )
+        client.notify("initialized", {})
+        _wait_ready(client)
+    except BaseException:
+        client.close()
+        raise
+    return client
+
+
+def _workspace_copy(corpus: Corpus, tmp: str) -> Path:
+    root = Path(tmp) / corpus.root.name
+    shutil.copytree(corpus.root, root, ignore=shutil.ignore_patterns("__pycache__"))
+    return root
+
+
+def _inline(client: LspClient, uri: str, before_cursor: str) -> tuple[str | None, str]:
+    """Ask for an inline completion at the end of ``before_cursor``: (request id or None, text shown)."""
+    answer = client.request(
+        "textDocument/inlineCompletion",
+        {"textDocument": {"uri": uri}, "position": lsp_position(before_cursor), "context": {"triggerKind": 2}},
+    )
+    items = (answer or {}).get("items", []) if isinstance(answer, dict) else answer or []
+    return (items[0]["command"]["arguments"][0], items[0]["insertText"]) if items else (None, "")
+
+
 def replay(hole: Hole, corpus: Corpus, model: str, max_new_tokens: int, keystrokes: int = 20) -> ReplayResult:
     """Type the first ``keystrokes`` characters of ``hole.middle`` into the daemon, one at a time."""
     result = ReplayResult(hole)
     with tempfile.TemporaryDirectory(prefix="lookahead-replay-") as tmp:
-        root = Path(tmp) / corpus.root.name
-        shutil.copytree(corpus.root, root, ignore=shutil.ignore_patterns("__pycache__"))
+        root = _workspace_copy(corpus, tmp)
         (root / hole.path).write_text(hole.text_before_typing, encoding="utf-8")
         uri = (root / hole.path).as_uri()
         started = time.perf_counter()
-        env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-        client = LspClient([sys.executable, "-m", "lsp_server.cli", "serve"], Path.cwd(), env)
+        client = _start_daemon(root, {"model": model, "maxNewTokens": max_new_tokens})
         try:
-            client.request(
-                "initialize",
-                {
-                    "processId": os.getpid(),
-                    "rootUri": root.as_uri(),
-                    "workspaceFolders": [{"uri": root.as_uri(), "name": root.name}],
-                    "capabilities": {"textDocument": {"inlineCompletion": {}}},
-                    "initializationOptions": {"model": model, "maxNewTokens": max_new_tokens},
-                },
-            )
-            client.notify("initialized", {})
-            _wait_ready(client)
             result.ready_s = time.perf_counter() - started
             client.notify(
                 "textDocument/didOpen",
@@ -196,18 +243,8 @@ def replay(hole: Hole, corpus: Corpus, model: str, max_new_tokens: int, keystrok
                         "textDocument/didChange",
                         {"textDocument": {"uri": uri, "version": typed + 1}, "contentChanges": [{"text": text}]},
                     )
-                answer = client.request(
-                    "textDocument/inlineCompletion",
-                    {
-                        "textDocument": {"uri": uri},
-                        "position": lsp_position(before_cursor),
-                        "context": {"triggerKind": 2},
-                    },
-                )
+                request_id, text_shown = _inline(client, uri, before_cursor)
                 latency = (time.perf_counter() - t0) * 1000.0
-                items = (answer or {}).get("items", []) if isinstance(answer, dict) else answer or []
-                request_id = items[0]["command"]["arguments"][0] if items else None
-                text_shown = items[0]["insertText"] if items else ""
                 through = request_id is not None and request_id == previous
                 result.keystrokes.append(Keystroke(typed, latency, request_id, through, text_shown))
                 previous = request_id
@@ -234,3 +271,190 @@ def replay_markdown(results: list[ReplayResult]) -> str:
     rows = [[r.summary()[key] for key in _REPLAY_COLUMNS] for r in results]
     table = markdown_table(list(_REPLAY_COLUMNS.values()), rows)
     return "\n".join(["## Typing replay through the daemon", "", table, ""])
+
+
+# ---- the three cases a typist feels, with the latency features on and off -------------------------------
+
+CASES = ("open", "typing", "newline")
+MODES: dict[str, dict[str, Any]] = {
+    "on": {},  # the defaults: background prefill, the device's layout and budget
+    "off": {"backgroundPrefill": False, "promptLayout": "psm"},
+}
+
+
+def keys_of(middle: str) -> list[str]:
+    """The keys that type ``middle``: one character each, but a newline and its indentation are one key."""
+    keys: list[str] = []
+    i = 0
+    while i < len(middle):
+        if middle[i] == "\n":
+            j = i + 1
+            while j < len(middle) and middle[j] in " \t":
+                j += 1
+            keys.append(middle[i:j])
+            i = j
+        else:
+            keys.append(middle[i])
+            i += 1
+    return keys
+
+
+def session_keys(hole: Hole, max_keys: int, after_newline: int = 2) -> list[str]:
+    """The keys typed at a hole: through its first newline and ``after_newline`` more, or ``max_keys``."""
+    keys = keys_of(hole.middle)
+    first_newline = next((i for i, key in enumerate(keys) if key.startswith("\n")), None)
+    end = max_keys if first_newline is None else max(max_keys, first_newline + 1 + after_newline)
+    return keys[:end]
+
+
+def case_of(index: int, key: str) -> str:
+    return "open" if index == 0 else "newline" if key.startswith("\n") else "typing"
+
+
+def session_holes(corpus: Corpus, path: str, count: int, seed: int = 0, first_line_max: int = 30) -> list[Hole]:
+    """Multi-line statements of one file whose first line is short (so a replay reaches the newline)."""
+    import random
+
+    from evaluation.workloads import statement_spans
+
+    spans = [
+        span
+        for span in statement_spans(corpus)
+        if span.path == path and span.kind == "multi-line" and span.end - span.start < 400
+    ]
+    holes = [span.cut(corpus, "session") for span in spans]
+    holes = [h for h in holes if 0 < len(h.middle.split("\n", 1)[0]) <= first_line_max]
+    random.Random(seed).shuffle(holes)
+    return sorted(holes[:count], key=lambda h: len(h.prefix))
+
+
+@dataclass(frozen=True)
+class CaseKey:
+    mode: str
+    case: str
+    latency_ms: float
+    typed_through: bool
+    model: dict[str, Any] | None = None  # the model run's completionStats (None: typed through or empty)
+
+
+def typing_session(
+    corpus: Corpus,
+    holes: list[Hole],
+    options: dict[str, Any],
+    mode: str,
+    pause_s: float = 2.0,
+    max_keys: int = 16,
+) -> list[CaseKey]:
+    """One daemon; for each hole: open its file, a completion at the cursor, ``pause_s``, then type its keys
+    (:func:`session_keys`: at least ``max_keys``, and through the first new line)."""
+    latencies: list[CaseKey] = []
+    with tempfile.TemporaryDirectory(prefix="lookahead-session-") as tmp:
+        root = _workspace_copy(corpus, tmp)
+        client = _start_daemon(root, options)
+        try:
+            for n, hole in enumerate(holes):
+                uri = (root / hole.path).as_uri()
+                text = hole.text_before_typing
+                client.notify(
+                    "textDocument/didOpen",
+                    {"textDocument": {"uri": uri, "languageId": "python", "version": 1, "text": text}},
+                )
+                opened = time.perf_counter()
+                placed = client.start(  # the editor asks when the cursor is placed (not timed)
+                    "textDocument/inlineCompletion",
+                    {
+                        "textDocument": {"uri": uri},
+                        "position": lsp_position(hole.prefix),
+                        "context": {"triggerKind": 2},
+                    },
+                )
+                time.sleep(max(0.0, opened + pause_s - time.perf_counter()))
+                typed, previous = "", None
+                for i, key in enumerate(session_keys(hole, max_keys)):
+                    typed += key
+                    t0 = time.perf_counter()
+                    client.notify(
+                        "textDocument/didChange",
+                        {
+                            "textDocument": {"uri": uri, "version": i + 2},
+                            "contentChanges": [{"text": hole.prefix + typed + hole.suffix}],
+                        },
+                    )
+                    request_id, _ = _inline(client, uri, hole.prefix + typed)
+                    latency = (time.perf_counter() - t0) * 1000.0
+                    through = request_id is not None and request_id == previous
+                    model = None if through or request_id is None else client.completion_stats.get(request_id)
+                    latencies.append(CaseKey(mode, case_of(i, key), latency, through, model))
+                    previous = request_id
+                    if i == 0:
+                        client.answer(placed)
+                client.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
+                print(f"[{mode}] hole {n + 1}/{len(holes)} {hole.id}", file=sys.stderr, flush=True)
+        finally:
+            client.close()
+    return latencies
+
+
+def compare_sessions(
+    corpus: Corpus, holes: list[Hole], model: str, max_new_tokens: int, pause_s: float = 2.0, max_keys: int = 16
+) -> list[CaseKey]:
+    """:func:`typing_session` once per mode in :data:`MODES` (on, then off)."""
+    keys: list[CaseKey] = []
+    for mode, options in MODES.items():
+        keys += typing_session(
+            corpus, holes, {"model": model, "maxNewTokens": max_new_tokens, **options}, mode, pause_s, max_keys
+        )
+    return keys
+
+
+def sessions_markdown(keys: list[CaseKey]) -> str:
+    """p50 and p90 per case and mode, and the ratio off/on."""
+    from evaluation.report import markdown_table
+
+    rows = []
+    for case in CASES:
+        cells: list[Any] = [case]
+        p50s = {}
+        for mode in MODES:
+            values = [k.latency_ms for k in keys if k.mode == mode and k.case == case]
+            through = sum(k.typed_through for k in keys if k.mode == mode and k.case == case)
+            p50s[mode] = statistics.median(values) if values else 0.0
+            cells += [len(values), through, round(p50s[mode]), round(_percentile(values, 0.9)) if values else None]
+        cells.append(f"{p50s['off'] / p50s['on']:.1f}x" if p50s.get("on") else "")
+        rows.append(cells)
+    headers = ["case"]
+    for mode in MODES:
+        headers += [f"{mode}: keys", f"{mode}: typed through", f"{mode}: p50 ms", f"{mode}: p90 ms"]
+    headers.append("p50 off / on")
+    return markdown_table(headers, rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(description="Keystroke-to-ghost-text latency, background prefill on and off.")
+    parser.add_argument("--corpus", required=True, help="directory of real code (the workspace)")
+    parser.add_argument("--file", required=True, help="the large file to type in, relative to the corpus")
+    parser.add_argument("--holes", type=int, default=4)
+    parser.add_argument("--keys", type=int, default=8, help="keys typed per hole (at least; through a new line)")
+    parser.add_argument("--pause", type=float, default=2.0, help="seconds between opening and the first key")
+    parser.add_argument("--max-new-tokens", type=int, default=32)
+    parser.add_argument("--model", default="embedded")
+    parser.add_argument("--json", default=None, help="also write every keystroke here")
+    args = parser.parse_args(argv)
+
+    corpus = Corpus.load(args.corpus)
+    holes = session_holes(corpus, args.file, args.holes)
+    lines = corpus.file(args.file).text.count("\n")
+    keys = compare_sessions(corpus, holes, args.model, args.max_new_tokens, args.pause, args.keys)
+    print(
+        f"{corpus.name}: {args.file} ({lines} lines), {len(holes)} holes, {args.keys} keys each, pause {args.pause} s"
+    )
+    print(sessions_markdown(keys))
+    if args.json:
+        Path(args.json).write_text(json.dumps([k.__dict__ for k in keys], indent=1), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -28,9 +28,7 @@ class UsageError(Exception):
 
 
 def configure_logging(level: str, log_file: str | None) -> None:
-    handler: logging.Handler = (
-        logging.FileHandler(log_file) if log_file else logging.StreamHandler(sys.stderr)
-    )
+    handler: logging.Handler = logging.FileHandler(log_file) if log_file else logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger()
     root.handlers[:] = [handler]

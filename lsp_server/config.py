@@ -15,8 +15,17 @@ from typing import Any, Literal
 from decoder.remote import RemoteConfig, parse_remote_config
 
 DecoderKind = Literal["lookahead", "greedy", "remote"]
+LayoutSetting = Literal["auto", "psm", "spm", "psm-short"]
 
 SECTION = "lookahead"
+
+DEVICE_PROMPT_DEFAULTS: dict[str, tuple[str, int]] = {
+    # Chosen from the measured layout/budget curve (docs/benchmarks.md, "Prompt layout and budget").
+    "cpu": ("psm-short", 512),
+    "gpu": ("psm", 1024),
+    "remote": ("psm", 1024),  # the engine keeps its own cache; the layout the model was trained on
+}
+"""(layout, token budget) for ``promptLayout: "auto"`` / ``tokenBudget: null`` by where tokens are generated."""
 
 
 @dataclass(frozen=True)
@@ -32,7 +41,10 @@ class Config:
     ngram: int = 8  # lookahead N
     verify: int | None = None  # lookahead G; None: the decoder's own default
     max_new_tokens: int = 64
-    token_budget: int = 1024  # prompt tokens at most
+    token_budget: int | None = None  # prompt tokens at most; None: by device (DEVICE_PROMPT_DEFAULTS)
+    prompt_layout: LayoutSetting = "auto"  # "psm", "spm", "psm-short" (context/prompt.py); "auto": by device
+    background_prefill: bool = True  # prefill the next prompt in idle time (preempted by any request)
+    threads: int | None = None  # torch intra-op threads on CPU; None: the physical cores
     index_enabled: bool = True
     include: tuple[str, ...] = ()  # gitignore-style patterns the workspace index adds back
     exclude: tuple[str, ...] = ()  # gitignore-style patterns the workspace index skips
@@ -51,6 +63,15 @@ class Config:
     def decoder_key(self) -> tuple[Any, ...]:
         """Settings whose change means another decoder over the same model."""
         return (self.decoder, self.window, self.ngram, self.verify, self.remote)
+
+    def prompt_settings(self, device_type: str) -> tuple[str, int]:
+        """The (layout name, token budget) in force on a device type ("cpu", "cuda", "mps", ... or "remote")."""
+        kind = device_type if device_type == "remote" else "cpu" if device_type in ("cpu", "mps") else "gpu"
+        layout, budget = DEVICE_PROMPT_DEFAULTS[kind]
+        return (
+            layout if self.prompt_layout == "auto" else self.prompt_layout,
+            budget if self.token_budget is None else self.token_budget,
+        )
 
     def index_key(self) -> tuple[bool, tuple[str, ...], tuple[str, ...]]:
         """Settings whose change means rebuilding the workspace index."""
@@ -126,7 +147,10 @@ _SETTINGS: dict[str, tuple[str, Check]] = {
     "ngram": ("ngram", _int_between(2, 32)),
     "verify": ("verify", _optional(_int_between(0, 64))),
     "maxNewTokens": ("max_new_tokens", _int_between(1, 2048)),
-    "tokenBudget": ("token_budget", _int_between(64, 32768)),
+    "tokenBudget": ("token_budget", _optional(_int_between(64, 32768))),
+    "promptLayout": ("prompt_layout", _one_of("auto", "psm", "spm", "psm-short")),
+    "backgroundPrefill": ("background_prefill", _bool),
+    "threads": ("threads", _optional(_int_between(1, 256))),
     "indexEnabled": ("index_enabled", _bool),
     "include": ("include", _patterns),
     "exclude": ("exclude", _patterns),

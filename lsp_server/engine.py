@@ -1,10 +1,11 @@
 """The engine: owns the model, the decoder and the workspace index, and loads them in the background.
 
 Threads: a loader thread per (re)load of the model and index (daemon: a load in flight never delays
-exit), one document-update thread that coalesces edits per path (the newest text wins) before they reach
-the workspace and snippet indexes, and the scheduler's model worker, the only thread that calls
-:meth:`Engine.decoder`. Progress and failures reach the server through :class:`EngineEvents`; the engine
-itself knows nothing about LSP.
+exit; after loading a local model it picks torch's CPU thread count and measures the forward-pass cost
+model by timing a few passes, in about a second, before the model is declared ready), one document-update
+thread that coalesces edits per path (the newest text wins) before they reach the workspace and snippet
+indexes, and the scheduler's model worker, the only thread that calls :meth:`Engine.decoder`. Progress and
+failures reach the server through :class:`EngineEvents`; the engine itself knows nothing about LSP.
 """
 
 from __future__ import annotations
@@ -25,13 +26,16 @@ if TYPE_CHECKING:
     from context.workspace_index import WorkspaceIndex
     from decoder.backend import Backend
     from decoder.model import LoadedModel
+    from decoder.policy import CostModel
+    from decoder.types import CancelToken
 
 log = logging.getLogger(__name__)
 
 UPDATE_DELAY_S = 0.75  # an open document's indexes are updated once its text rests this long
 MAX_INDEXED_CHARS = 1_000_000  # larger open documents stay out of the indexes (as on disk)
-SNIPPET_QUERY_BEFORE = 1500  # characters around the cursor that pick the context snippets
-SNIPPET_QUERY_AFTER = 300
+SNIPPET_QUERY_CHARS = 1800  # characters before the cursor's block of lines that pick the context snippets
+SNIPPET_QUERY_LINES = 8  # the block: the query moves only when the cursor enters another block of lines
+COST_SIZES = (1, 4, 16)  # tokens per timed pass for the cost model (about half a second on 2 CPU cores)
 
 ModelState = Literal["idle", "loading", "ready", "failed"]
 Task = Literal["model", "index"]
@@ -73,6 +77,8 @@ class ModelSlot:
     key: tuple[Any, ...]
     generation: int
     stop_ids: frozenset[int]  # end-of-completion token ids (computed once: get_vocab is slow)
+    cost: CostModel | None = None  # measured forward-pass cost (local models); None: the device's default
+    threads: int | None = None  # torch intra-op threads chosen at load
 
 
 class DocumentUpdates:
@@ -139,7 +145,8 @@ class Engine:
         self._slot: ModelSlot | None = None
         self._generation = 0
         self._decoder: tuple[tuple[Any, ...], Backend] | None = None
-        self._builder: tuple[tuple[int, int, bool], PromptBuilder] | None = None
+        self._builder: tuple[tuple[Any, ...], PromptBuilder] | None = None
+        self.on_context_change: Callable[[Path], None] | None = None  # another file's text reached the indexes
         self._index: WorkspaceIndex | None = None
         self._index_ready = False
         self._snippets = SnippetIndex()
@@ -197,6 +204,10 @@ class Engine:
     def apply_config(self, config: Config) -> None:
         """Take new settings: reload the model or rebuild the index only where their settings changed."""
         previous, self.config = self.config, config
+        if config.threads != previous.threads and config.threads is not None and config.local:
+            from decoder.model import configure_torch_threads
+
+            configure_torch_threads(config.threads)
         if config.model_key() != previous.model_key() and self.state != "idle":
             self.start()
         elif config.index_key() != previous.index_key() and self._slot is not None:
@@ -210,8 +221,23 @@ class Engine:
         key = (slot.generation, *self.config.decoder_key())
         if self._decoder is None or self._decoder[0] != key:
             self._close_decoder()
-            self._decoder = (key, _make_backend(slot.loaded, self.config, self.events))
+            self._decoder = (key, _make_backend(slot.loaded, self.config, self.events, slot.cost))
         return self._decoder[1]
+
+    def warm(self, prompt_ids: list[int], cancel: CancelToken) -> int | None:
+        """Prefill ``prompt_ids`` in idle time (model worker): tokens prefilled, None where unsupported."""
+        from decoder.backend import LocalBackend
+
+        backend = self.decoder()
+        if not isinstance(backend, LocalBackend):
+            return None  # a remote engine keeps its own cache
+        warm = getattr(backend.decoder, "warm", None)
+        return int(warm(prompt_ids, cancel)) if warm is not None else None
+
+    def prompt_settings(self) -> tuple[str, int]:
+        """The (layout, token budget) in force: the settings, or the defaults for the model's device."""
+        device = self._loaded_slot().loaded.device.type if self.config.local else "remote"
+        return self.config.prompt_settings(device)
 
     def _close_decoder(self) -> None:
         current, self._decoder = self._decoder, None
@@ -221,13 +247,15 @@ class Engine:
     def prompt_builder(self) -> PromptBuilder:
         """The prompt builder for the current tokenizer and budget (it caches snippet token ids)."""
         slot = self._loaded_slot()
-        key = (slot.generation, self.config.token_budget, self.config.local)
+        layout, total = self.prompt_settings()
+        key = (slot.generation, layout, total, self.config.local)
         if self._builder is None or self._builder[0] != key:
-            from context.prompt import PromptBudget, PromptBuilder
+            from context.prompt import PromptBuilder, layout_budget
 
-            budget = PromptBudget(total=self.config.token_budget)
-            builder = PromptBuilder(slot.loaded.tokenizer, budget, heal=self.config.local)  # remote: no constraints
-            self._builder = (key, builder)
+            order, budget = layout_budget(layout, total)  # type: ignore[arg-type]  # parse_config checks it
+            # Remote engines cannot force the first tokens, but the client checks the healed text against the
+            # constraint: without healing a prompt ending mid-word makes the model restart the word.
+            self._builder = (key, PromptBuilder(slot.loaded.tokenizer, budget, order, heal=True))
         return self._builder[1]
 
     def prompt_path(self, path: Path) -> str:
@@ -238,8 +266,11 @@ class Engine:
         return path.name
 
     def snippets_for(self, path: Path, text: str, offset: int) -> list[Snippet]:
-        """Context snippets from other files, relevant to the code around ``offset`` in ``path``."""
-        near = text[max(0, offset - SNIPPET_QUERY_BEFORE) : offset + SNIPPET_QUERY_AFTER]
+        """Context snippets from other files, relevant to the code before ``offset`` in ``path``.
+
+        The query ends at the start of the cursor's block of lines (:func:`query_window`): typing on a line
+        keeps the same snippets, so the context part of the prompt stays in the KV cache."""
+        near = query_window(text, offset)
         with self._snippet_lock:
             return self._snippets.query(near, exclude_path=self.prompt_path(path))
 
@@ -306,7 +337,11 @@ class Engine:
                 device=str(loaded.device),
                 dtype=str(loaded.dtype),
                 loadSeconds=round(loaded.load_seconds, 2),
+                threads=slot.threads,
+                costModel=[list(point) for point in slot.cost.points] if slot.cost is not None else None,
             )
+            layout, budget = self.prompt_settings()
+            info.update(promptLayout=layout, tokenBudget=budget)
         backend = self._decoder[1] if self._decoder is not None else None
         if backend is not None and hasattr(backend, "describe"):
             info["remote"] = backend.describe()
@@ -328,6 +363,10 @@ class Engine:
         config = self.config
         started = time.perf_counter()
         self.events.progress("model", f"loading {config.model}", 0.0)
+        if config.local:
+            from decoder.model import configure_torch_threads
+
+            configure_torch_threads(config.threads)  # inter-op threads: only before torch's first parallel work
         try:
             loaded = _load(config, lambda message, fraction: self.events.progress("model", message, fraction))
         except Exception as exc:  # ModelLoadError, and anything a broken checkpoint raises
@@ -341,10 +380,15 @@ class Engine:
             return
         self.events.progress("model", "preparing the tokenizer's tables", 0.95)
         _warm_up(loaded.tokenizer)
+        threads, cost = None, None
+        if loaded.model is not None:
+            self.events.progress("model", "measuring forward passes", 0.97)
+            threads, cost = _tune(loaded, config.threads)
         with self._lock:
             if not self._current(generation):
                 return
-            self._slot = ModelSlot(loaded, config.model_key(), generation, stop_token_ids(loaded.tokenizer))
+            stop_ids = stop_token_ids(loaded.tokenizer)
+            self._slot = ModelSlot(loaded, config.model_key(), generation, stop_ids, cost, threads)
             self._close_decoder()
             self._builder = None
             self.state = "ready"
@@ -377,6 +421,8 @@ class Engine:
 
     def _apply_document(self, path: Path, text: str | None) -> None:
         self._snippet_text(path, text)
+        if self.on_context_change is not None:
+            self.on_context_change(path)
         index = self._index
         if index is not None and self._index_ready:
             if text is None:
@@ -409,9 +455,9 @@ def _load(config: Config, progress: Callable[[str, float | None], None]) -> Load
     return LoadedModel(None, tokenizer, torch.device("cpu"), torch.float32, config.model, seconds, source, where)
 
 
-def _make_backend(loaded: LoadedModel, config: Config, events: EngineEvents) -> Backend:
+def _make_backend(loaded: LoadedModel, config: Config, events: EngineEvents, cost: CostModel | None) -> Backend:
     """The local decoder (lookahead or greedy) over the model, or the remote engine's client."""
-    from decoder.backend import local_backend, remote_backend
+    from decoder.backend import LocalBackend, local_backend, remote_backend
 
     if config.decoder == "remote":
         remote = config.remote
@@ -424,12 +470,87 @@ def _make_backend(loaded: LoadedModel, config: Config, events: EngineEvents) -> 
         )
     if config.decoder == "greedy":
         return local_backend(loaded.model, "greedy")
-    from decoder.lookahead import LookaheadConfig
+    from decoder.lookahead import LookaheadConfig, LookaheadDecoder
 
     options: dict[str, Any] = {"window": config.window, "ngram": config.ngram}
     if config.verify is not None:
         options["verify"] = config.verify
-    return local_backend(loaded.model, "lookahead", LookaheadConfig(**options))
+    return LocalBackend(LookaheadDecoder(loaded.model, LookaheadConfig(**options), cost), "lookahead")
+
+
+def query_window(text: str, offset: int) -> str:
+    """The snippet query for a cursor: up to ``SNIPPET_QUERY_CHARS`` before the start of its block of lines."""
+    line = text.count("\n", 0, offset)
+    anchor = _nth_line_start(text, line - line % SNIPPET_QUERY_LINES)
+    return text[max(0, anchor - SNIPPET_QUERY_CHARS) : anchor]
+
+
+def _nth_line_start(text: str, n: int) -> int:
+    position = 0
+    for _ in range(n):
+        position = text.index("\n", position) + 1
+    return position
+
+
+def choose_threads(time_pass: Callable[[], float], candidates: Sequence[int], set_threads: Callable[[int], Any]) -> int:
+    """The candidate thread count whose pass is fastest (one untimed pass each, then the better of two).
+
+    On a CPU shared with other busy processes one thread can be several times faster than one per core
+    (measured: docs/benchmarks.md), so the choice is measured, not assumed. A candidate whose untimed pass
+    is already three times slower than the best is not timed further."""
+    best, best_s = candidates[0], float("inf")
+    for threads in candidates:
+        set_threads(threads)
+        first = time_pass()
+        if first > 3 * best_s:
+            continue
+        seconds = min(first, time_pass(), time_pass())
+        if seconds < best_s:
+            best, best_s = threads, seconds
+    set_threads(best)
+    return best
+
+
+def _tune(loaded: LoadedModel, threads: int | None) -> tuple[int | None, CostModel | None]:
+    """Thread count (CPU, unless set) and the measured cost model; (None, None) if measuring fails."""
+    import torch
+
+    from decoder.forward import forward
+    from decoder.kv import PrefixKV
+    from decoder.model import configure_torch_threads, physical_cores
+    from decoder.policy import CostModel
+
+    try:
+        if loaded.device.type == "cpu" and threads is None:
+            torch.set_num_threads(1)  # the smallest candidate first: contended cores make more threads slower
+        kv = PrefixKV()
+        context = list(range(1000, 1016))
+        forward(loaded.model, kv, context, last_only=True)
+        kv.append(context)
+
+        def run_pass(n: int) -> None:
+            logits = forward(loaded.model, kv, list(range(2000, 2000 + n)))
+            logits[-1, 0].item()  # waits for an accelerator
+            kv.cache.crop(-n)
+
+        def time_pass() -> float:
+            t0 = time.perf_counter()
+            run_pass(1)
+            return time.perf_counter() - t0
+
+        if loaded.device.type == "cpu" and threads is None:
+            started = time.perf_counter()
+            threads = choose_threads(time_pass, sorted({1, physical_cores()}), configure_torch_threads)
+            log.info("torch threads: %d (chosen in %.2f s)", threads, time.perf_counter() - started)
+        elif loaded.device.type == "cpu":
+            threads = torch.get_num_threads()
+        started = time.perf_counter()
+        cost = CostModel.measure(run_pass, COST_SIZES, repeats=1)
+        log.info("cost model %s (measured in %.2f s)", cost.points, time.perf_counter() - started)
+        return threads, cost
+    except Exception:
+        log.exception("measuring forward passes failed; using the default cost model")
+        return threads, None
 
 
 def _warm_up(tokenizer: Any) -> None:

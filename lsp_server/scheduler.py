@@ -5,6 +5,10 @@
 (cancelled, superseded or failed): callers answer ``None`` with an empty completion, never an error.
 A job that is running when it is superseded sees its :class:`CancelToken` set and stops at the next
 decoder step.
+
+Besides the real jobs there is one *idle* job at most (background prefill): it runs only when no real job
+waits, a newer idle job replaces it, and any real job cancels it (queued: dropped; running: its token is
+set, so it stops within one prefill chunk and the real job runs next).
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-Work = Callable[[CancelToken, float], T]
+Work = Callable[[CancelToken, float], "T | None"]
 """What a job does on the worker: gets its cancel token and how long it queued (ms)."""
 
 
@@ -48,27 +52,51 @@ class NewestWins(Generic[T]):
 
     def __init__(self) -> None:
         self._queued: OrderedDict[str, Job[T]] = OrderedDict()
+        self.idle: Job[T] | None = None  # the queued idle job
         self.running: Job[T] | None = None
+        self._running_idle = False
 
     def submit(self, job: Job[T]) -> list[Job[T]]:
-        """Queue ``job``; returns the queued jobs it replaces. A running job of the same key is cancelled."""
+        """Queue ``job``; returns the queued jobs it replaces (the idle one too). A running job of the same
+        key, or a running idle job, is cancelled."""
         superseded = [self._queued.pop(job.key)] if job.key in self._queued else []
-        if self.running is not None and self.running.key == job.key:
+        if self.idle is not None:
+            superseded.append(self.idle)
+            self.idle = None
+        if self.running is not None and (self.running.key == job.key or self._running_idle):
             self.running.token.cancel()
         self._queued[job.key] = job
         return superseded
 
+    def submit_idle(self, job: Job[T]) -> list[Job[T]]:
+        """Queue an idle job in place of the previous one (returned); a running idle job is cancelled."""
+        superseded = [self.idle] if self.idle is not None else []
+        if self.running is not None and self._running_idle:
+            self.running.token.cancel()
+        self.idle = job
+        return superseded
+
     def take(self) -> Job[T] | None:
-        """The next job to run (it becomes ``running``), or None when nothing waits."""
-        if not self._queued:
+        """The next job to run (it becomes ``running``): real jobs first, else the idle one, else None."""
+        if self._queued:
+            _, job = self._queued.popitem(last=False)
+            self._running_idle = False
+        elif self.idle is not None:
+            job, self.idle = self.idle, None
+            self._running_idle = True
+        else:
             return None
-        _, job = self._queued.popitem(last=False)
         self.running = job
         return job
+
+    @property
+    def running_idle(self) -> bool:
+        return self.running is not None and self._running_idle
 
     def finish(self, job: Job[T]) -> None:
         if self.running is job:
             self.running = None
+            self._running_idle = False
 
     def cancel(self, job_id: str) -> Job[T] | None:
         """Cancel one job: returns it if it was queued (now removed); a running one gets its token set."""
@@ -84,11 +112,15 @@ class NewestWins(Generic[T]):
         """Remove every queued job and cancel the running one; returns the removed jobs."""
         jobs = list(self._queued.values())
         self._queued.clear()
+        if self.idle is not None:
+            jobs.append(self.idle)
+            self.idle = None
         if self.running is not None:
             self.running.token.cancel()
         return jobs
 
     def __len__(self) -> int:
+        """Real jobs waiting (the idle job does not count)."""
         return len(self._queued)
 
 
@@ -110,12 +142,19 @@ class Scheduler(Generic[T]):
                 self._thread.start()
 
     def submit(self, key: str, work: Work[T], job_id: str | None = None) -> Job[T]:
-        job: Job[T] = Job(job_id or f"job-{next(self._ids)}", key, work)
+        """A real job: newest per key wins; it preempts the idle job."""
+        return self._add(Job(job_id or f"job-{next(self._ids)}", key, work), idle=False)
+
+    def submit_idle(self, key: str, work: Work[T], job_id: str | None = None) -> Job[T]:
+        """An idle job (background prefill): runs only when no real job waits; the newest replaces it."""
+        return self._add(Job(job_id or f"idle-{next(self._ids)}", key, work), idle=True)
+
+    def _add(self, job: Job[T], idle: bool) -> Job[T]:
         with self._cond:
             if self._stopping:
                 superseded = [job]
             else:
-                superseded = self._book.submit(job)
+                superseded = self._book.submit_idle(job) if idle else self._book.submit(job)
                 self._cond.notify()
         for old in superseded:
             old.resolve(None)
@@ -129,8 +168,15 @@ class Scheduler(Generic[T]):
 
     @property
     def busy(self) -> bool:
+        """Whether a real job runs or waits (background prefill does not count)."""
         with self._cond:
-            return self._book.running is not None or len(self._book) > 0
+            return (self._book.running is not None and not self._book.running_idle) or len(self._book) > 0
+
+    @property
+    def idle_running(self) -> bool:
+        """Whether the idle job (background prefill) is running now."""
+        with self._cond:
+            return self._book.running_idle
 
     def stop(self, timeout: float = 5.0) -> None:
         """Cancel everything, let the running job see its token, and end the thread."""

@@ -7,6 +7,11 @@ Everything else lives in pure modules: settings in ``config``, documents and pos
 ``engine``. Two pygls built-ins are replaced in :class:`LookaheadProtocol`: document sync (this
 server keeps its own immutable snapshots, so pygls' copy is not maintained twice) and
 ``$/cancelRequest`` for completions (answered with an empty result, never an error).
+
+Background prefill: the server keeps each document's cursor (from completion requests and from where
+``didChange`` edits end). Once a document has settled (``SETTLE_S`` with no change, request or context
+change), it queues an idle job on the worker that prefills the prompt at that cursor; any real request
+cancels it within one prefill chunk (``pipeline.warm``, ``scheduler.submit_idle``).
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from lsp_server import pipeline
 from lsp_server.config import Config, parse_config, to_settings
 from lsp_server.documents import Document, DocumentStore
 from lsp_server.engine import Engine, Task
-from lsp_server.pipeline import Completion, Edit, Shown, Snapshot
+from lsp_server.pipeline import Completion, Edit, Shown, Snapshot, Warmed
 from lsp_server.scheduler import Scheduler
 
 log = logging.getLogger(__name__)
@@ -44,6 +49,7 @@ STATS_NOTIFICATION = "lookahead/completionStats"
 CMD_STATS = "lookahead.stats"
 CMD_REINDEX = "lookahead.reindex"
 CMD_ACCEPTED = "lookahead.accepted"
+SETTLE_S = 0.3  # a document is settled (background prefill starts) once nothing happened to it this long
 
 
 class StatsBook:
@@ -52,6 +58,7 @@ class StatsBook:
     def __init__(self, keep: int = 50) -> None:
         self.totals: Counter[str] = Counter()
         self.recent: deque[dict[str, Any]] = deque(maxlen=keep)
+        self.recent_warm: dict[str, Any] | None = None
 
     def count(self, event: str) -> None:
         self.totals[event] += 1
@@ -61,6 +68,13 @@ class StatsBook:
         self.totals["newTokens"] += completion.decode.new_tokens
         self.totals["steps"] += completion.decode.steps
         self.recent.append({**completion.stats(), "chars": len(completion.text), "accepted": False})
+
+    def warmed(self, warmed: Warmed) -> None:
+        """A background prefill ended (done or preempted)."""
+        self.totals["warmRuns"] += 1
+        self.totals["warmCancelled"] += warmed.cancelled
+        self.totals["warmTokens"] += warmed.prefilled_tokens or 0
+        self.recent_warm = warmed.stats()
 
     def accepted(self, request_id: str) -> bool:
         self.totals["accepted"] += 1
@@ -74,7 +88,7 @@ class StatsBook:
         totals: dict[str, Any] = dict(self.totals)
         steps = self.totals["steps"]
         totals["meanAcceptedPerStep"] = round(self.totals["newTokens"] / steps, 3) if steps else 0.0
-        return {"totals": totals, "recent": list(self.recent)}
+        return {"totals": totals, "recent": list(self.recent), "lastWarm": self.recent_warm}
 
 
 @dataclass
@@ -202,13 +216,15 @@ class LookaheadServer(LanguageServer):
         super().__init__(NAME, VERSION, protocol_cls=LookaheadProtocol)
         self.config = Config()
         self.documents = DocumentStore()
-        self.scheduler: Scheduler[Completion] = Scheduler()
+        self.scheduler: Scheduler[Completion | Warmed] = Scheduler()
         self.engine: Engine | None = None
         self.book = StatsBook()
         self.shown: dict[str, Shown] = {}
         self.shutdown_requested = False
         self._ids = itertools.count(1)
         self._jobs_by_message: dict[Any, str] = {}
+        self.cursors: dict[str, int] = {}  # the last known cursor offset per document URI
+        self._settle: dict[str, asyncio.TimerHandle] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopped = False
 
@@ -237,6 +253,7 @@ class LookaheadServer(LanguageServer):
         if not _supports_inline(params.capabilities):
             self.feature(types.TEXT_DOCUMENT_COMPLETION, types.CompletionOptions())(completion)
         self.engine = Engine(self.config, workspace_roots(params), ServerEvents(self))
+        self.engine.on_context_change = lambda path: self.call_soon(self._context_changed, path)
         self.scheduler.start()
         if self.config.enabled:
             self.engine.start()
@@ -272,19 +289,64 @@ class LookaheadServer(LanguageServer):
         self._document_changed(self.documents.open(params.text_document))
 
     def did_change(self, params: types.DidChangeTextDocumentParams) -> None:
+        before = self.documents.get(params.text_document.uri)
         doc = self.documents.change(params, self.encoding)
         if doc is not None:
+            if before is not None:
+                self.cursors[doc.uri] = pipeline.edit_end(before.text, doc.text)
             self._document_changed(doc)
 
     def did_close(self, params: types.DidCloseTextDocumentParams) -> None:
-        doc = self.documents.close(params.text_document.uri)
-        self.shown.pop(params.text_document.uri, None)
+        uri = params.text_document.uri
+        doc = self.documents.close(uri)
+        self.shown.pop(uri, None)
+        self.cursors.pop(uri, None)
+        timer = self._settle.pop(uri, None)
+        if timer is not None:
+            timer.cancel()
         if doc is not None and self.engine is not None:
             self.engine.document_changed(doc.path, None)
 
     def _document_changed(self, doc: Document) -> None:
         if self.engine is not None:
             self.engine.document_changed(doc.path, doc.text)
+        self.settle_later(doc.uri)
+
+    # ---- background prefill ------------------------------------------------------------------------
+
+    def settle_later(self, uri: str) -> None:
+        """(Re)start the document's settle timer: background prefill once it stays quiet ``SETTLE_S``."""
+        loop = self._loop
+        if loop is None or not self.config.background_prefill:
+            return
+        timer = self._settle.pop(uri, None)
+        if timer is not None:
+            timer.cancel()
+        self._settle[uri] = loop.call_later(SETTLE_S, self._settled, uri)
+
+    def _context_changed(self, path: Path) -> None:
+        """Another file's text reached the snippet index: the open documents' prompts may have changed."""
+        for uri in list(self.cursors):
+            doc = self.documents.get(uri)
+            if doc is not None and doc.path != path:
+                self.settle_later(uri)
+
+    def _settled(self, uri: str) -> None:
+        self._settle.pop(uri, None)
+        doc, offset, engine = self.documents.get(uri), self.cursors.get(uri), self.engine
+        config = self.config
+        if doc is None or offset is None or engine is None or not engine.ready or not config.local:
+            return
+        if not config.background_prefill:
+            return
+        snapshot = Snapshot(doc, min(offset, len(doc.text)), f"w{next(self._ids)}")
+
+        def work(cancel: Any, queue_ms: float) -> Warmed:
+            warmed = pipeline.warm(snapshot, engine, cancel)
+            self.call_soon(self.book.warmed, warmed)
+            return warmed
+
+        self.scheduler.submit_idle(uri, work, job_id=snapshot.request_id)
 
     # ---- completions -------------------------------------------------------------------------------
 
@@ -296,6 +358,8 @@ class LookaheadServer(LanguageServer):
         if doc is None or offset is None or not self.config.enabled:
             self.book.count("invalid" if self.config.enabled else "disabled")
             return None
+        self.cursors[uri] = offset
+        self.settle_later(uri)
         shown = self.shown.get(uri)
         rest = pipeline.typed_through(shown, doc, offset) if shown is not None else None
         if shown is not None and rest is not None:
@@ -307,6 +371,7 @@ class LookaheadServer(LanguageServer):
             return None
 
         completion = await self._run(Snapshot(doc, offset, f"r{next(self._ids)}"))
+        self.settle_later(uri)
         if completion is None:
             self.book.count("cancelled")
             return None
@@ -329,7 +394,8 @@ class LookaheadServer(LanguageServer):
         message_id = self.protocol.msg_id
         self._jobs_by_message[message_id] = job.job_id
         try:
-            return await asyncio.wrap_future(job.future)
+            result = await asyncio.wrap_future(job.future)
+            return result if isinstance(result, Completion) else None
         finally:
             self._jobs_by_message.pop(message_id, None)
 
@@ -377,6 +443,7 @@ class LookaheadServer(LanguageServer):
             "settings": to_settings(self.config),
             "openDocuments": len(self.documents),
             "workerBusy": self.scheduler.busy,
+            "workerWarming": self.scheduler.idle_running,
         }
 
 

@@ -8,9 +8,7 @@ import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
 
-def make_tiny_qwen2(
-    vocab_size: int = 512, seed: int = 0, dtype: torch.dtype = torch.float64
-) -> Qwen2ForCausalLM:
+def make_tiny_qwen2(vocab_size: int = 512, seed: int = 0, dtype: torch.dtype = torch.float64) -> Qwen2ForCausalLM:
     """A 2-layer Qwen2 with random weights; deterministic for a seed."""
     torch.manual_seed(seed)
     config = Qwen2Config(

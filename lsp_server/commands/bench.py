@@ -43,6 +43,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sweep", action="store_true", help="add the (W, N, G) sweep")
     parser.add_argument("--lsp", action="store_true", help="also replay a typing session through the daemon")
     parser.add_argument("--lsp-keystrokes", type=int, default=20, help="characters typed in the replay")
+    parser.add_argument(
+        "--lsp-file",
+        default=None,
+        help="with --lsp: also replay typing sessions in this corpus file (default: its largest), with background "
+        "prefill and the cache-aware layout on and off, and report keystroke latency p50/p90 per case",
+    )
+    parser.add_argument("--lsp-holes", type=int, default=3, help="holes typed in the session replay (default: 3)")
 
 
 def progress(message: str, fraction: float | None = None) -> None:
@@ -137,10 +144,24 @@ def replay_through_daemon(args: argparse.Namespace, corpus: Corpus, holes: list[
     result = replay(hole, corpus, args.model, args.max_new_tokens, args.lsp_keystrokes)
     table = replay_markdown([result])
     print(table)
+    sessions = replay_sessions(args, corpus)
+    print(sessions)
     if not args.out:
         return []
     out = Path(args.out)
+    (out / "lsp-sessions.md").write_text(sessions + "\n", encoding="utf-8")
     (out / "lsp.md").write_text(table + "\n", encoding="utf-8")
     keystrokes = [k.__dict__ for k in result.keystrokes]
     (out / "lsp.json").write_text(json.dumps({"summary": result.summary(), "keystrokes": keystrokes}, indent=1))
-    return [out / "lsp.md", out / "lsp.json"]
+    return [out / "lsp.md", out / "lsp.json", out / "lsp-sessions.md"]
+
+
+def replay_sessions(args: argparse.Namespace, corpus: Corpus) -> str:
+    """Typing sessions in one large file, latency features on and off (``evaluation/lsp_replay.py``)."""
+    from evaluation.lsp_replay import compare_sessions, session_holes, sessions_markdown
+
+    path = args.lsp_file or max(corpus.files, key=lambda f: f.text.count("\n")).path
+    holes = session_holes(corpus, path, args.lsp_holes, args.seed)
+    progress(f"typing sessions in {path}: {len(holes)} holes, background prefill on and off")
+    keys = compare_sessions(corpus, holes, args.model, args.max_new_tokens)
+    return f"## Keystroke latency in {path}\n\n" + sessions_markdown(keys)

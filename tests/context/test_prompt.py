@@ -118,7 +118,7 @@ def test_budget_too_small_for_the_fixed_tokens(tokenizer: Any) -> None:
     with pytest.raises(ValueError):
         PromptBudget(prefix_share=0.9, suffix_share=0.2)
     with pytest.raises(ValueError):
-        PromptBuilder(tokenizer, layout="spm")  # type: ignore[arg-type]
+        PromptBuilder(tokenizer, layout="mps")  # type: ignore[arg-type]
 
 
 LINES = st.lists(

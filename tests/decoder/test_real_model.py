@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import random
+from pathlib import Path
 
 import pytest
 
@@ -23,7 +24,7 @@ def loaded():
 
 def holes(n: int) -> list[tuple[str, str]]:
     """Fill-in-the-middle holes in a real file none of us wrote (the standard library's argparse)."""
-    lines = open(argparse.__file__, encoding="utf-8").read().splitlines(keepends=True)
+    lines = Path(argparse.__file__).read_text(encoding="utf-8").splitlines(keepends=True)
     rng = random.Random(3)
     out = []
     for _ in range(n):

@@ -27,6 +27,9 @@ def test_camel_case_values_apply() -> None:
         "exclude": ["build/"],
         "logFile": "/tmp/x.log",
         "enabled": False,
+        "promptLayout": "spm",
+        "backgroundPrefill": False,
+        "threads": 1,
     }
     config, errors = parse_config(raw)
     assert errors == []
@@ -45,6 +48,9 @@ def test_camel_case_values_apply() -> None:
         include=("*.py",),
         exclude=("build/",),
         log_file="/tmp/x.log",
+        prompt_layout="spm",
+        background_prefill=False,
+        threads=1,
     )
     assert to_settings(config) == {**raw, "remote": None}
 

@@ -1,0 +1,180 @@
+"""The prompt layout and budget curve: exact match against what a keystroke costs to re-prefill.
+
+For each named layout (``context/prompt.py``'s :data:`~context.prompt.PROMPT_LAYOUTS`) and token budget, every
+hole is completed once from a cold KV cache as the daemon completes it (token healing, the stop rules while
+decoding, trimming) and scored against the removed code (``evaluation/quality.py``'s ``score``, "stop+trim").
+Then the first character of the hole is "typed" and the new prompt is prefilled over what the first request
+left in the cache (the decoder's ``warm``): the tokens and milliseconds of that prefill are what every later
+keystroke pays before its first decoding step. Both prompts use the same context snippets, so the layout
+alone decides what the keystroke invalidates.
+
+Run: ``python -m evaluation.layouts --holes 8 --budgets 256,512,1024 --layouts psm,spm,psm-short``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from evaluation.workloads import Hole
+
+
+@dataclass(frozen=True)
+class LayoutRow:
+    """One (layout, budget) over the holes."""
+
+    layout: str
+    budget: int
+    holes: int
+    exact: int
+    similarity: float  # mean edit similarity
+    prompt_tokens: float  # mean
+    cold_prefill_ms: float  # median, the first request's whole prompt
+    keystroke_tokens: float  # median tokens re-prefilled after one typed character
+    keystroke_ms: float  # median
+
+    def cells(self) -> list[Any]:
+        return [
+            self.layout,
+            self.budget,
+            f"{self.exact}/{self.holes}",
+            f"{self.similarity:.3f}",
+            round(self.prompt_tokens),
+            round(self.cold_prefill_ms),
+            round(self.keystroke_tokens),
+            round(self.keystroke_ms),
+        ]
+
+
+HEADERS = [
+    "layout",
+    "budget",
+    "exact",
+    "edit sim.",
+    "prompt tokens",
+    "cold prefill ms (p50)",
+    "keystroke re-prefill tokens (p50)",
+    "keystroke prefill ms (p50)",
+]
+
+
+def typed_one(hole: Hole) -> Hole:
+    """The hole after its first character was typed."""
+    return dataclasses.replace(hole, prefix=hole.prefix + hole.middle[:1], middle=hole.middle[1:])
+
+
+def measure(
+    loaded: Any,
+    corpus: Any,
+    holes: Sequence[Hole],
+    layout: str,
+    budget: int,
+    max_new_tokens: int,
+) -> LayoutRow:
+    """Complete every hole cold, score it, then time the prefill of the next keystroke's prompt."""
+    from context.healing import healing_constraint, strip_healed
+    from context.postprocess import StopRules, make_stop_fn, trim
+    from context.prompt import PromptBuilder, PromptInput, layout_budget
+    from context.syntax import analyze
+    from decoder.greedy import GreedyDecoder
+    from decoder.model import stop_token_ids
+    from decoder.types import DecodeRequest
+    from evaluation.quality import score
+    from evaluation.speed import ContextBuilder
+
+    tokenizer = loaded.tokenizer
+    context = ContextBuilder(corpus, tokenizer, budget, heal=True)
+    order, prompt_budget = layout_budget(layout, budget)  # type: ignore[arg-type]
+    builder = PromptBuilder(tokenizer, prompt_budget, order, heal=True)
+    decoder = GreedyDecoder(loaded.model)
+    eos = stop_token_ids(tokenizer)
+
+    def text_of(ids: Sequence[int]) -> str:
+        return str(tokenizer.decode(list(ids), skip_special_tokens=False))
+
+    exact, similarity, tokens, cold, key_tokens, key_ms = 0, 0.0, [], [], [], []
+    for hole in holes:
+        snippets = context.snippet_index.query(hole.prefix[-ContextBuilder.NEAR_CURSOR_CHARS :], exclude_path=hole.path)
+
+        def prompt(h: Hole, snippets: Any = snippets) -> Any:
+            request = PromptInput(h.path, h.text_before_typing, len(h.prefix), corpus.name.split()[0], snippets)
+            return builder.build(request)
+
+        built = prompt(hole)
+        shape = analyze(hole.text_before_typing, len(hole.prefix), None, hole.path)
+        decoder.kv.reset()
+        out = decoder.generate(
+            DecodeRequest(
+                built.token_ids,
+                max_new_tokens=max_new_tokens,
+                eos_ids=eos,
+                stop=make_stop_fn(text_of, StopRules(shape, hole.suffix), built.healed_text),
+                constraint=healing_constraint(tokenizer, built.healing) if built.healing else None,
+            )
+        )
+        raw = strip_healed(text_of(out.token_ids), built.healed_text)
+        completion = trim(raw, shape, hole.suffix, truncated=out.stats.finish_reason == "length")
+        scored = score(hole, completion, True, "stop+trim")
+        exact += scored.exact
+        similarity += scored.similarity
+        tokens.append(len(built.token_ids))
+        cold.append(out.stats.prefill_ms)
+        if hole.middle:
+            after = prompt(typed_one(hole)).token_ids
+            t0 = time.perf_counter()
+            key_tokens.append(decoder.warm(after) + 1)  # warm leaves the last token to the request
+            key_ms.append((time.perf_counter() - t0) * 1000.0)
+    n = len(holes)
+    return LayoutRow(
+        layout,
+        budget,
+        n,
+        exact,
+        similarity / n if n else 0.0,
+        statistics.mean(tokens) if tokens else 0.0,
+        statistics.median(cold) if cold else 0.0,
+        statistics.median(key_tokens) if key_tokens else 0.0,
+        statistics.median(key_ms) if key_ms else 0.0,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from decoder.model import configure_torch_threads, load_model
+    from evaluation.report import markdown_table
+    from evaluation.workloads import Corpus, make_holes
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--corpus", default=None, help="directory of code (default: the pathspec package)")
+    parser.add_argument("--workload", default="fim")
+    parser.add_argument("--holes", type=int, default=8)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--max-new-tokens", type=int, default=32)
+    parser.add_argument("--budgets", default="256,512,1024")
+    parser.add_argument("--layouts", default="psm,spm,psm-short")
+    parser.add_argument("--model", default="embedded")
+    parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: physical cores)")
+    args = parser.parse_args(argv)
+
+    configure_torch_threads(args.threads)
+    corpus = Corpus.load(args.corpus)
+    holes = make_holes(corpus, args.workload, args.holes, args.seed)
+    loaded = load_model(args.model)
+    rows = []
+    for budget in (int(b) for b in args.budgets.split(",")):
+        for layout in args.layouts.split(","):
+            row = measure(loaded, corpus, holes, layout, budget, args.max_new_tokens)
+            print(" | ".join(str(c) for c in row.cells()), file=sys.stderr, flush=True)
+            rows.append(row.cells())
+    print(f"{corpus.name}, {args.workload} holes: {len(holes)} (seed {args.seed}), {args.max_new_tokens} new tokens")
+    print(markdown_table(HEADERS, rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,95 @@
+"""Background prefill end to end: ``lookahead-lsp serve`` over stdio with the tiny random model.
+
+A settled cursor gets its prompt prefilled in idle time, so the next keystroke there prefills a short tail;
+a real request preempts a long background prefill at once.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lsp_server.server import SETTLE_S
+from tests.lsp_server.jsonrpc_client import LspClient
+from tests.lsp_server.test_server_e2e import STATS, _close_cleanly, _end_of, _start
+
+LINES = "".join(f"def f_{i}(x):\n    return x * {i} + {i % 7}\n\n\n" for i in range(4000))
+
+
+@pytest.fixture(scope="module")
+def server(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LspClient]:
+    tmp = tmp_path_factory.mktemp("warm")
+    options = {"model": str(tiny_model_dir), "maxNewTokens": 6, "promptLayout": "spm", "tokenBudget": 1024}
+    client = _start(tmp, options)
+    assert client.wait_model()["state"] == "ready"
+    deadline = time.monotonic() + 60
+    while not client.command("lookahead.stats")["model"]["index"]["ready"] and time.monotonic() < deadline:
+        time.sleep(0.2)
+    yield client
+    _close_cleanly(client)
+
+
+def _totals(client: LspClient) -> dict[str, Any]:
+    return dict(client.command("lookahead.stats")["totals"])
+
+
+def _wait_warm(client: LspClient, runs: int, timeout: float = 30.0) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        report = client.command("lookahead.stats")
+        if report["totals"].get("warmRuns", 0) >= runs:
+            return dict(report["lastWarm"])
+        time.sleep(0.1)
+    raise AssertionError("no background prefill ran")
+
+
+def _insert(client: LspClient, uri: str, version: int, line: int, character: int, text: str) -> None:
+    position = {"line": line, "character": character}
+    client.change(uri, version, [{"range": {"start": position, "end": position}, "text": text}])
+
+
+def test_keystroke_after_background_prefill_prefills_a_short_tail(server: LspClient) -> None:
+    uri = "file:///tmp/lookahead-warm/typing.py"
+    text = LINES[:20_000] + "def area(width, height):\n    return "
+    server.open(uri, text)
+    line, character = _end_of(text)
+    runs = _totals(server).get("warmRuns", 0)
+    _insert(server, uri, 2, line, character, "w")  # the cursor settles after "w": prefilled in idle time
+    warmed = _wait_warm(server, runs + 1)
+    assert not warmed["cancelled"] and warmed["prefilledTokens"] > 500, warmed
+    _insert(server, uri, 3, line, character + 1, "i")
+    before = len(server.notifications)
+    server.inline(uri, line, character + 2)
+    stats = server.wait_notification(STATS, after=before)
+    assert stats["promptTokens"] > 500 and stats["prefilledTokens"] <= 4, stats
+
+
+def test_real_request_preempts_a_long_background_prefill(server: LspClient) -> None:
+    server.notify("workspace/didChangeConfiguration", {"settings": {"lookahead": {"tokenBudget": 32768}}})
+    big = "file:///tmp/lookahead-warm/big.py"
+    small = "file:///tmp/lookahead-warm/small.py"
+    server.open(small, "def scale(values, factor):\n    return ")
+    server.open(big, LINES)
+    line = LINES.count("\n") // 2
+    before_totals = _totals(server)
+    _insert(server, big, 2, line, 0, "y = ")  # settles: a background prefill of about 30k tokens
+    deadline = time.monotonic() + SETTLE_S + 30
+    while not server.command("lookahead.stats")["workerWarming"]:
+        assert time.monotonic() < deadline, "the background prefill did not start"
+        time.sleep(0.05)
+    before = len(server.notifications)
+    t0 = time.monotonic()
+    server.inline(small, 1, 11)
+    latency = time.monotonic() - t0
+    stats = server.wait_notification(STATS, after=before)
+    _wait_warm(server, before_totals.get("warmRuns", 0) + 1)
+    totals = _totals(server)
+    print(f"request during background prefill: {latency * 1000:.0f} ms (queue {stats['latencyMs']['queue']} ms)")
+    assert totals["completed"] == before_totals.get("completed", 0) + 1  # the request ran
+    assert totals["warmCancelled"] == before_totals.get("warmCancelled", 0) + 1  # the warm was preempted
+    assert stats["latencyMs"]["queue"] < 2000
+    server.notify("workspace/didChangeConfiguration", {"settings": {"lookahead": {"tokenBudget": 1024}}})

@@ -1,0 +1,53 @@
+"""Settings for latency (background prefill, prompt layout, threads), the idle job slot and edit positions."""
+
+from __future__ import annotations
+
+from lsp_server.config import DEVICE_PROMPT_DEFAULTS, Config, parse_config
+from lsp_server.pipeline import edit_end
+from lsp_server.scheduler import Job, NewestWins
+
+
+def test_latency_switches_parse_and_bad_values_keep_the_previous() -> None:
+    config, errors = parse_config({"backgroundPrefill": False, "promptLayout": "psm-short", "threads": 2})
+    assert errors == [] and not config.background_prefill
+    assert config.prompt_layout == "psm-short" and config.threads == 2
+    config, errors = parse_config({"promptLayout": "mps", "threads": 0, "backgroundPrefill": "yes"}, config)
+    assert len(errors) == 3 and config.prompt_layout == "psm-short" and config.threads == 2
+    assert parse_config({"tokenBudget": None, "threads": None})[0] == Config()
+
+
+def test_auto_layout_and_budget_follow_the_device() -> None:
+    assert Config().prompt_settings("cpu") == DEVICE_PROMPT_DEFAULTS["cpu"]
+    assert Config().prompt_settings("cuda") == DEVICE_PROMPT_DEFAULTS["gpu"]
+    assert Config(prompt_layout="psm", token_budget=300).prompt_settings("cuda") == ("psm", 300)
+
+
+def _job(key: str, name: str) -> Job[str]:
+    return Job(name, key, lambda cancel, queue_ms: name)
+
+
+def test_idle_job_runs_only_when_nothing_real_waits_and_is_preempted() -> None:
+    book: NewestWins[str] = NewestWins()
+    warm = _job("a", "warm")
+    assert book.submit_idle(warm) == []
+    real = _job("b", "real")
+    book.submit(real)  # a real job drops the queued idle one
+    assert book.idle is None and book.take() is real
+    book.finish(real)
+    warm2 = _job("a", "warm2")
+    book.submit_idle(warm2)
+    assert book.take() is warm2 and book.running_idle
+    book.submit(_job("c", "real2"))  # any real job cancels a running idle job, whatever its key
+    assert warm2.token.cancelled
+    newer = _job("a", "warm3")
+    assert book.submit_idle(newer) == []
+    book.finish(warm2)
+    assert book.take().job_id == "real2"  # type: ignore[union-attr]
+
+
+def test_edit_end_is_where_the_cursor_lands() -> None:
+    assert edit_end("abc", "abXc") == 3
+    assert edit_end("def f():\n    ", "def f():\n    return") == len("def f():\n    return")
+    assert edit_end("x = 1\n", "x = 1\n\n    ") == len("x = 1\n\n    ")
+    big = "a" * 100_000
+    assert edit_end(big, big[:70_000] + "zz" + big[70_000:]) >= 70_002
