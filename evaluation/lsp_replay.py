@@ -20,104 +20,20 @@ other keystrokes.
 from __future__ import annotations
 
 import json
-import os
-import queue
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
+from evaluation.lsp_client import LspClient
 from evaluation.workloads import Corpus, Hole
 
 READY_TIMEOUT_S = 900.0
 ANSWER_TIMEOUT_S = 300.0
-
-
-class LspClient:
-    """A minimal JSON-RPC client over a subprocess's stdio (Content-Length framing)."""
-
-    def __init__(self, command: list[str], cwd: Path, env: dict[str, str]) -> None:
-        self.process = subprocess.Popen(
-            command, cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
-        )
-        self._next_id = 0
-        self._answers: dict[int, queue.Queue[dict[str, Any]]] = {}
-        self.completion_stats: dict[str, dict[str, Any]] = {}  # lookahead/completionStats by request id
-        self._lock = threading.Lock()
-        self._reader = threading.Thread(target=self._read_loop, daemon=True)
-        self._reader.start()
-
-    def _send(self, message: dict[str, Any]) -> None:
-        body = json.dumps({"jsonrpc": "2.0", **message}).encode()
-        stdin = self.process.stdin
-        assert stdin is not None
-        stdin.write(f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
-        stdin.flush()
-
-    def notify(self, method: str, params: Any) -> None:
-        self._send({"method": method, "params": params})
-
-    def request(self, method: str, params: Any, timeout: float = ANSWER_TIMEOUT_S) -> Any:
-        return self.answer(self.start(method, params), timeout)
-
-    def start(self, method: str, params: Any) -> int:
-        """Send a request without waiting; :meth:`answer` waits for its result."""
-        with self._lock:
-            self._next_id += 1
-            message_id = self._next_id
-            self._answers[message_id] = queue.Queue(maxsize=1)
-        self._send({"id": message_id, "method": method, "params": params})
-        return message_id
-
-    def answer(self, message_id: int, timeout: float = ANSWER_TIMEOUT_S) -> Any:
-        answer = self._answers[message_id].get(timeout=timeout)
-        del self._answers[message_id]
-        if "error" in answer:
-            raise RuntimeError(f"request {message_id} failed: {answer['error']}")
-        return answer.get("result")
-
-    def _read_loop(self) -> None:
-        stdout = self.process.stdout
-        assert stdout is not None
-        while (message := _read_message(stdout)) is not None:
-            if "method" in message and "id" in message:  # a request from the server: accept it, empty
-                self._send({"id": message["id"], "result": None})
-            elif message.get("method") == "lookahead/completionStats":
-                params = message.get("params") or {}
-                self.completion_stats[str(params.get("requestId"))] = params
-            elif "id" in message and message["id"] in self._answers:
-                self._answers[message["id"]].put(message)
-
-    def close(self) -> None:
-        try:
-            self.request("shutdown", None, timeout=30)
-            self.notify("exit", None)
-            self.process.wait(timeout=30)
-        except (RuntimeError, OSError, queue.Empty, subprocess.TimeoutExpired):
-            self.process.kill()
-            self.process.wait()
-
-
-def _read_message(stream: IO[bytes]) -> dict[str, Any] | None:
-    length = None
-    while True:
-        line = stream.readline()
-        if not line:
-            return None
-        if line in (b"\r\n", b"\n"):
-            break
-        name, _, value = line.decode("ascii").partition(":")
-        if name.strip().lower() == "content-length":
-            length = int(value)
-    if length is None:
-        return None
-    return dict(json.loads(stream.read(length)))
 
 
 def lsp_position(text: str) -> dict[str, int]:
@@ -167,7 +83,7 @@ def _wait_ready(client: LspClient) -> None:
     """Until the model is loaded and the workspace index built (indexing competes for the CPU)."""
     deadline = time.monotonic() + READY_TIMEOUT_S
     while time.monotonic() < deadline:
-        report = client.request("workspace/executeCommand", {"command": "lookahead.stats", "arguments": []})
+        report = client.command("lookahead.stats", timeout=ANSWER_TIMEOUT_S)
         model = (report or {}).get("model", {})
         state = model.get("state")
         index = model.get("index", {})
@@ -181,20 +97,9 @@ def _wait_ready(client: LspClient) -> None:
 
 def _start_daemon(root: Path, options: dict[str, Any]) -> LspClient:
     """``lookahead-lsp serve`` on the workspace ``root``, initialized with ``options``, its model ready."""
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-    client = LspClient([sys.executable, "-m", "lsp_server.cli", "serve"], Path.cwd(), env)
+    client = LspClient(cwd=Path.cwd())
     try:
-        client.request(
-            "initialize",
-            {
-                "processId": os.getpid(),
-                "rootUri": root.as_uri(),
-                "workspaceFolders": [{"uri": root.as_uri(), "name": root.name}],
-                "capabilities": {"textDocument": {"inlineCompletion": {}}},
-                "initializationOptions": options,
-            },
-        )
-        client.notify("initialized", {})
+        client.initialize(root, options, progress=False)
         _wait_ready(client)
     except BaseException:
         client.close()
@@ -210,10 +115,8 @@ def _workspace_copy(corpus: Corpus, tmp: str) -> Path:
 
 def _inline(client: LspClient, uri: str, before_cursor: str) -> tuple[str | None, str]:
     """Ask for an inline completion at the end of ``before_cursor``: (request id or None, text shown)."""
-    answer = client.request(
-        "textDocument/inlineCompletion",
-        {"textDocument": {"uri": uri}, "position": lsp_position(before_cursor), "context": {"triggerKind": 2}},
-    )
+    position = lsp_position(before_cursor)
+    answer = client.inline(uri, position["line"], position["character"], timeout=ANSWER_TIMEOUT_S)
     items = (answer or {}).get("items", []) if isinstance(answer, dict) else answer or []
     return (items[0]["command"]["arguments"][0], items[0]["insertText"]) if items else (None, "")
 
@@ -360,13 +263,9 @@ def typing_session(
                     {"textDocument": {"uri": uri, "languageId": "python", "version": 1, "text": text}},
                 )
                 opened = time.perf_counter()
-                placed = client.start(  # the editor asks when the cursor is placed (not timed)
-                    "textDocument/inlineCompletion",
-                    {
-                        "textDocument": {"uri": uri},
-                        "position": lsp_position(hole.prefix),
-                        "context": {"triggerKind": 2},
-                    },
+                cursor = lsp_position(hole.prefix)  # the editor asks when the cursor is placed (not timed)
+                _, placed = client.request_async(
+                    "textDocument/inlineCompletion", client.inline_params(uri, cursor["line"], cursor["character"])
                 )
                 time.sleep(max(0.0, opened + pause_s - time.perf_counter()))
                 typed, previous = "", None
@@ -383,11 +282,11 @@ def typing_session(
                     request_id, _ = _inline(client, uri, hole.prefix + typed)
                     latency = (time.perf_counter() - t0) * 1000.0
                     through = request_id is not None and request_id == previous
-                    model = None if through or request_id is None else client.completion_stats.get(request_id)
+                    model = None if through or request_id is None else client.completion_stats(request_id)
                     latencies.append(CaseKey(mode, case_of(i, key), latency, through, model))
                     previous = request_id
                     if i == 0:
-                        client.answer(placed)
+                        placed.result(ANSWER_TIMEOUT_S)
                 client.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
                 print(f"[{mode}] hole {n + 1}/{len(holes)} {hole.id}", file=sys.stderr, flush=True)
         finally:

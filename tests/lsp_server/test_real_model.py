@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.lsp_server.jsonrpc_client import LspClient
+from evaluation.lsp_client import LspClient
 
 pytestmark = pytest.mark.real_model
 

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
+from evaluation.lsp_client import LspClient
 from lsp_server.config import Config
 from tests.decoder.test_remote import engine_server  # noqa: F401 - the shared real-engine fixture
-from tests.lsp_server.jsonrpc_client import LspClient
 from tests.lsp_server.test_server_e2e import SOURCE, STATS, _end_of, _start
 
 if "remote" not in {f.name for f in dataclasses.fields(Config)}:

@@ -6,8 +6,8 @@ import threading
 import time
 from pathlib import Path
 
+from evaluation.lsp_client import LspClient
 from tests.decoder.test_remote import ScriptedServer, stream_text
-from tests.lsp_server.jsonrpc_client import LspClient
 
 SHOW = "window/showMessage"
 

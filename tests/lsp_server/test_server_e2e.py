@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.lsp_server.jsonrpc_client import LspClient, ResponseError, frame, session_processes
+from evaluation.lsp_client import LspClient, ResponseError, frame, session_processes
 
 STATS = "lookahead/completionStats"
 SOURCE = '''"""A small module."""

@@ -9,7 +9,7 @@ import sys
 import time
 from typing import Any
 
-from tests.lsp_server.jsonrpc_client import frame, read_message
+from evaluation.lsp_client import frame, read_message
 
 
 def _free_port() -> int:

@@ -1,4 +1,4 @@
-"""A small LSP client over a subprocess's stdio, for end-to-end tests (and a model for the bench's client).
+"""A small LSP client over a subprocess's stdio: the end-to-end tests and the typing-session replays use it.
 
 It frames JSON-RPC messages with Content-Length headers, reads the server's output on a thread, matches
 responses to requests by id, keeps every notification, and answers the server's own requests
@@ -156,6 +156,13 @@ class LspClient:
                 if remaining <= 0 or self.process.poll() is not None:
                     raise TimeoutError(f"no {method} notification within {timeout} s")
                 self._cond.wait(remaining)
+
+    def completion_stats(self, request_id: str) -> dict[str, Any] | None:
+        """The ``lookahead/completionStats`` params of one request, if the server has sent them."""
+        for params in self.notifications_of("lookahead/completionStats"):
+            if str(params.get("requestId")) == request_id:
+                return dict(params)
+        return None
 
     def notifications_of(self, method: str, after: int = 0) -> list[Any]:
         with self._cond:
