@@ -108,20 +108,42 @@ class Selection:
     expected_tokens: float
 
 
+def node_probabilities(drafts: Sequence[Draft], acceptance: AcceptanceModel) -> dict[tuple[int, ...], float]:
+    """The probability that each draft-tree node (a token prefix) is accepted.
+
+    A node's token is accepted with the best per-token probability q of the drafts through it, given its
+    parent. Siblings exclude each other (the model picks one token), so the i-th most likely child of a node
+    counts only when the ones before it missed: q_i * prod(1 - q_j for j < i). Along a path the conditional
+    probabilities multiply, so a node is never likelier than its parent.
+    """
+    q_of: dict[tuple[int, ...], float] = {}
+    for draft in drafts:
+        q = acceptance.q(draft)
+        for d in range(1, len(draft.tokens) + 1):
+            key = draft.tokens[:d]
+            q_of[key] = max(q_of.get(key, 0.0), q)
+    children: dict[tuple[int, ...], list[tuple[int, ...]]] = {}
+    for key in q_of:
+        children.setdefault(key[:-1], []).append(key)
+    probs: dict[tuple[int, ...], float] = {}
+    stack: list[tuple[tuple[int, ...], float]] = [((), 1.0)]
+    while stack:
+        parent, p_parent = stack.pop()
+        miss = 1.0
+        for key in sorted(children.get(parent, []), key=lambda k: (-q_of[k], k)):
+            probs[key] = p_parent * q_of[key] * miss
+            miss *= 1.0 - q_of[key]
+            stack.append((key, probs[key]))
+    return probs
+
+
 def select(drafts: Sequence[Draft], acceptance: AcceptanceModel, cost: CostModel, max_tokens: int) -> Selection:
     """Cut and choose drafts so that expected committed tokens per unit of pass cost is highest.
 
     Tokens are taken in order of probability (a prefix of a draft always before its continuation; equal
     prefixes of different drafts count once); the best prefix of that order wins, possibly none.
     """
-    nodes: dict[tuple[int, ...], float] = {}
-    for draft in drafts:
-        q = acceptance.q(draft)
-        p = 1.0
-        for d in range(1, len(draft.tokens) + 1):
-            p *= q
-            key = draft.tokens[:d]
-            nodes[key] = max(nodes.get(key, 0.0), p)
+    nodes = node_probabilities(drafts, acceptance)
     order = sorted(nodes.items(), key=lambda kv: (-kv[1], len(kv[0])))[:max_tokens]
     best_n, best_rate, expected = 0, 1.0 / cost.cost(1), 1.0
     for n, (_, p) in enumerate(order, start=1):
