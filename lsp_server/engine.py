@@ -253,9 +253,8 @@ class Engine:
             from context.prompt import PromptBuilder, layout_budget
 
             order, budget = layout_budget(layout, total)  # type: ignore[arg-type]  # parse_config checks it
-            # Remote engines cannot force the first tokens, but the client checks the healed text against the
-            # constraint: without healing a prompt ending mid-word makes the model restart the word.
-            self._builder = (key, PromptBuilder(slot.loaded.tokenizer, budget, order, heal=True))
+            heal = self.config.local  # remote engines cannot force the first tokens
+            self._builder = (key, PromptBuilder(slot.loaded.tokenizer, budget, order, heal=heal))
         return self._builder[1]
 
     def prompt_path(self, path: Path) -> str:

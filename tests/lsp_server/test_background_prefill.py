@@ -90,6 +90,7 @@ def test_real_request_preempts_a_long_background_prefill(server: LspClient) -> N
     totals = _totals(server)
     print(f"request during background prefill: {latency * 1000:.0f} ms (queue {stats['latencyMs']['queue']} ms)")
     assert totals["completed"] == before_totals.get("completed", 0) + 1  # the request ran
-    assert totals["warmCancelled"] == before_totals.get("warmCancelled", 0) + 1  # the warm was preempted
+    # the long warm was preempted (a warm started for the small file meanwhile may be cancelled too)
+    assert totals["warmCancelled"] >= before_totals.get("warmCancelled", 0) + 1
     assert stats["latencyMs"]["queue"] < 2000
     server.notify("workspace/didChangeConfiguration", {"settings": {"lookahead": {"tokenBudget": 1024}}})
