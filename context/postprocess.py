@@ -20,6 +20,7 @@ import bisect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Any
 
 from context.healing import strip_healed
 from context.languages import LanguageSpec
@@ -244,6 +245,15 @@ def _tokens_to_keep(decode: Callable[[Sequence[int]], str], tokens: Sequence[int
         else:
             low = mid + 1
     return low
+
+
+def text_decoder(tokenizer: Any) -> Callable[[Sequence[int]], str]:
+    """Token ids -> text with the tokenizer, special tokens kept: the ``decode`` that :func:`make_stop_fn` takes."""
+
+    def decode(ids: Sequence[int]) -> str:
+        return str(tokenizer.decode(list(ids), skip_special_tokens=False))
+
+    return decode
 
 
 def make_stop_fn(decode: Callable[[Sequence[int]], str], rules: StopRules, healed_text: str = "") -> StopFn:

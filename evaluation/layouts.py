@@ -79,7 +79,7 @@ def measure(
 ) -> LayoutRow:
     """Complete every hole cold, score it, then time the prefill of the next keystroke's prompt."""
     from context.healing import healing_constraint, strip_healed
-    from context.postprocess import StopRules, make_stop_fn, trim
+    from context.postprocess import StopRules, make_stop_fn, text_decoder, trim
     from context.prompt import PromptBuilder, PromptInput, layout_budget
     from context.syntax import analyze
     from decoder.greedy import GreedyDecoder
@@ -95,8 +95,7 @@ def measure(
     decoder = GreedyDecoder(loaded.model)
     eos = stop_token_ids(tokenizer)
 
-    def text_of(ids: Sequence[int]) -> str:
-        return str(tokenizer.decode(list(ids), skip_special_tokens=False))
+    text_of = text_decoder(tokenizer)
 
     exact, similarity, tokens, cold, key_tokens, key_ms = 0, 0.0, [], [], [], []
     for hole in holes:

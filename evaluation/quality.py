@@ -181,13 +181,12 @@ def run_quality(
 ) -> QualityResult:
     """Decode each hole with and without workspace context and score every variant."""
     from context.healing import healing_constraint, strip_healed
-    from context.postprocess import StopRules, make_stop_fn, trim
+    from context.postprocess import StopRules, make_stop_fn, text_decoder, trim
     from context.syntax import analyze
 
     tokenizer = builder.tokenizer
 
-    def decode(ids: Sequence[int]) -> str:
-        return str(tokenizer.decode(list(ids), skip_special_tokens=False))
+    decode = text_decoder(tokenizer)
 
     result = QualityResult(meta, list(holes))
     started = time.perf_counter()

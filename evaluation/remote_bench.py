@@ -279,12 +279,11 @@ def replay(
 ) -> Report:
     """Every keystroke of every hole on every backend (interleaved); the stop rules and trimming of the daemon."""
     from context.healing import healing_constraint, strip_healed
-    from context.postprocess import StopRules, make_stop_fn, trim
+    from context.postprocess import StopRules, make_stop_fn, text_decoder, trim
     from context.syntax import analyze
     from decoder.drafts import SequenceNgrams
 
-    def decode(ids: Sequence[int]) -> str:
-        return str(builder.tokenizer.decode(list(ids), skip_special_tokens=False))
+    decode = text_decoder(builder.tokenizer)
 
     report = Report({"holes": [h.id for h in holes], "keystrokes": keystroke_count, "max_new_tokens": max_new_tokens})
     for hole in holes:

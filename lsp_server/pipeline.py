@@ -11,7 +11,7 @@ edit left the cursor (:func:`edit_end`).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -130,7 +130,7 @@ class StageClock:
 def complete(snapshot: Snapshot, engine: Engine, cancel: CancelToken, queue_ms: float = 0.0) -> Completion:
     """Complete at ``snapshot``; a cancelled run returns what it has (the caller drops it)."""
     from context.healing import healing_constraint, strip_healed
-    from context.postprocess import StopRules, make_stop_fn, trim
+    from context.postprocess import StopRules, make_stop_fn, text_decoder, trim
     from context.syntax import analyze
 
     clock = StageClock(queue=queue_ms)
@@ -141,7 +141,7 @@ def complete(snapshot: Snapshot, engine: Engine, cancel: CancelToken, queue_ms: 
     with clock.stage("prompt"):
         shape = analyze(doc.text, offset, doc.language_id or None, str(snapshot.path))
         built = prompt_for(snapshot, engine)
-        decode_text = _text_decoder(tokenizer)
+        decode_text = text_decoder(tokenizer)
         stop = make_stop_fn(decode_text, StopRules(shape, suffix), built.healed_text)
         constraint = healing_constraint(tokenizer, built.healing) if built.healing else None
         engine.set_current(doc.path)
@@ -275,10 +275,3 @@ def typed_through(shown: Shown, doc: Document, offset: int) -> Edit | None:
     ):
         return None
     return Edit(edit.text[typed_len:], offset, offset + len(replaced))
-
-
-def _text_decoder(tokenizer: Any) -> Callable[[Sequence[int]], str]:
-    def decode(ids: Sequence[int]) -> str:
-        return str(tokenizer.decode(list(ids), skip_special_tokens=False))
-
-    return decode
