@@ -11,9 +11,11 @@ from collections.abc import Sequence
 import torch
 
 from decoder.kv import PrefixKV
+from decoder.policy import CostModel
 from decoder.types import CancelToken
 
 PREFILL_CHUNK = 128  # tokens per prefill pass: a cancel waits at most one chunk (about 0.6 s on 2 CPU cores)
+COST_SIZES = (1, 2, 3, 4, 8, 16)  # tokens per timed pass of the cost model (about a second on 2 CPU cores)
 WARM_CHUNK = 64  # idle-time prefill: preempted by a real request within one chunk (about 0.3-0.4 s there)
 
 
@@ -75,3 +77,21 @@ def prefill(
         logits = forward(model, kv, chunk, last_only=True)[-1]
         kv.append(chunk)
     return logits
+
+
+def measure_cost(model: torch.nn.Module, sizes: Sequence[int] = COST_SIZES, repeats: int = 1) -> CostModel:
+    """Time one masked pass of each size after a short context: the device's cost model for the draft policy.
+
+    Passes are masked as lookahead steps are (a causal mask given explicitly), and each waits for the device."""
+    kv = PrefixKV()
+    context = list(range(1000, 1016))
+    forward(model, kv, context, last_only=True)
+    kv.append(context)
+
+    def run_pass(n: int) -> None:
+        mask = torch.tril(torch.ones(n, n, dtype=torch.bool))
+        logits = forward(model, kv, list(range(2000, 2000 + n)), list(range(len(context), len(context) + n)), mask)
+        logits[-1, 0].item()  # waits for an accelerator
+        kv.cache.crop(-n)
+
+    return CostModel.measure(run_pass, sizes, repeats)

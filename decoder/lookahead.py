@@ -11,6 +11,7 @@ where nothing is likely to match a step is a plain greedy step.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -70,6 +71,7 @@ class _Run:
         self.d = decoder
         self.cfg = decoder.config
         self.gen = gen
+        decoder.acceptance.begin()
         self.context: list[int] = list(request.prompt_ids)
         self.prompt = NgramTable("prompt", self.cfg.max_match)
         self.prompt_handle = self.prompt.add_sequence(self.context)
@@ -135,6 +137,7 @@ class _Run:
         ]
         tree = build_tree(current, [(d.tokens, d.source, p) for d, p in ranked])
         start = kv.cache.get_seq_length()
+        started = time.perf_counter()
         if len(tree) == 1:
             logits = forward(self.d.model, kv, [current])
         else:
@@ -142,6 +145,7 @@ class _Run:
             mask = None if tree.is_chain() else tree.attention()
             logits = forward(self.d.model, kv, tree.tokens, positions, mask)
         path, bonus = verify(tree, logits, lambda lg, toks: pick(lg, gen.allowed(toks)))
+        self.d.cost.observe(len(tree), time.perf_counter() - started)  # verify waited for the device
         accepted = [tree.tokens[i] for i in path]
         kv.keep_selected(start, [0, *path], [current, *accepted])
         self._record(tree, [d for d, _ in ranked], accepted)

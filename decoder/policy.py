@@ -1,11 +1,11 @@
 """Cost-aware drafting: which draft tokens one lookahead step verifies.
 
-A pass over n tokens costs ``CostModel.ms(n)``; a draft token at depth d of a candidate is accepted with a
-probability estimated online per (source, match length) as q**d. The step verifies the prefix of draft
-tokens, taken in order of probability, that maximises expected committed tokens per millisecond. On a CPU
-(each extra token costs about a quarter of a plain step) few tokens pass; on a GPU nearly all do; where
-nothing is likely to match, the step is plain greedy.
-"""
+A pass over n tokens costs ``CostModel.cost(n)`` (relative to a one-token pass, measured at start-up); a draft
+token at depth d of a candidate is accepted with a probability estimated online per (source, match length)
+as q**d. The step verifies the prefix of draft tokens, taken in order of probability, that maximises expected
+committed tokens per unit of cost, padded to the cheapest pass size that holds it. On a CPU (a pass of 4-8
+tokens costs about twice a one-token pass) only likely drafts pass; on a GPU nearly all do; where nothing is
+likely to match, the step is plain greedy."""
 
 from __future__ import annotations
 
@@ -16,23 +16,62 @@ from dataclasses import dataclass, field
 
 from decoder.drafts import Draft
 
-# Relative pass cost by number of tokens, from DESIGN.md's measurement (2-core CPU, 0.5B fp32, 800 in cache).
-CPU_COST: tuple[tuple[int, float], ...] = ((1, 1.0), (2, 1.29), (4, 1.92), (8, 2.61), (15, 3.49), (57, 5.1))
+# Relative pass cost by number of tokens: the default where nothing was measured. CPU: this 2-core AVX-512 machine,
+# the embedded 0.5B model in fp32 with column-major weights, 800 tokens in the cache, best of 9 (docs/benchmarks.md).
+# The dip after 3 is real: MKL's matrix product for 2-3 rows is slower than for 4-8 on two threads.
+CPU_COST: tuple[tuple[int, float], ...] = (
+    (1, 1.0),
+    (2, 1.80),
+    (3, 2.55),
+    (4, 1.98),
+    (6, 2.19),
+    (8, 2.21),
+    (12, 2.70),
+    (16, 2.68),
+    (32, 4.2),
+)
 # A GPU at batch 1 is memory-bound: a pass of 64 tokens costs about as much as one of 1.
 GPU_COST: tuple[tuple[int, float], ...] = ((1, 1.0), (64, 1.08), (256, 1.6))
 
 
 @dataclass
 class CostModel:
-    """Piecewise-linear pass cost (relative to a one-token pass) by number of tokens in the pass."""
+    """Pass cost (relative to a one-token pass) by number of tokens, from timed sizes.
+
+    Between timed sizes the cost is interpolated. A pass may always be padded with more draft tokens, so the
+    cost of verifying n tokens is that of the cheapest pass of at least n (:meth:`pass_size`): where timing
+    shows a pass of 8 no dearer than one of 3, three wanted tokens are verified in a pass of 8.
+    """
 
     points: tuple[tuple[int, float], ...] = CPU_COST
+    level: float = 1.0  # live correction of multi-token passes: observed / predicted relative cost
+    one_token_seconds: float | None = None  # running mean of observed one-token passes
+    adaptive: bool = True  # False: :meth:`observe` changes nothing (a fixed table, as tests want)
 
     @classmethod
     def for_device(cls, device_type: str) -> CostModel:
         return cls(CPU_COST if device_type in ("cpu", "mps") else GPU_COST)
 
-    def cost(self, n: int) -> float:
+    def observe(self, n: int, seconds: float, weight: float = 0.1) -> None:
+        """A pass of ``n`` tokens took ``seconds``: keep the table's shape, correct its level from live passes.
+
+        The start-up timing runs after a short context; real prompts hold hundreds of tokens, and the machine's
+        load changes. A pass of one token updates the base time; a wider pass the ratio of its time to the
+        base's against the table's (exponential running means, clamped to a sane range)."""
+        if not self.adaptive:
+            return
+        if n <= 1:
+            base = self.one_token_seconds
+            self.one_token_seconds = seconds if base is None else base + weight * (seconds - base)
+        elif self.one_token_seconds:
+            ratio = seconds / self.one_token_seconds / self._table(n)
+            self.level = min(3.0, max(0.5, self.level + weight * (ratio - self.level)))
+
+    def interpolated(self, n: int) -> float:
+        """Relative cost of a pass of exactly ``n`` tokens (the table scaled by the live level)."""
+        return 1.0 if n <= 1 else self._table(n) * self.level
+
+    def _table(self, n: int) -> float:
         xs = [p[0] for p in self.points]
         i = bisect.bisect_left(xs, n)
         if i < len(xs) and xs[i] == n:
@@ -40,14 +79,25 @@ class CostModel:
         if i == 0:
             return self.points[0][1]
         if i == len(xs):
-            (x0, y0), (x1, y1) = self.points[-2], self.points[-1]
-        else:
-            (x0, y0), (x1, y1) = self.points[i - 1], self.points[i]
+            (x0, y0), (x1, y1) = self.points[-2] if len(xs) > 1 else (0, 0.0), self.points[-1]
+            return y1 + max(0.0, (y1 - y0) / (x1 - x0)) * (n - x1)
+        (x0, y0), (x1, y1) = self.points[i - 1], self.points[i]
         return y0 + (y1 - y0) * (n - x0) / (x1 - x0)
 
+    def pass_size(self, n: int) -> int:
+        """How many tokens a pass that must verify ``n`` should hold: ``n``, or a timed larger size no dearer."""
+        best, best_cost = n, self.interpolated(n)
+        for x, _ in self.points:
+            if x > n and self.interpolated(x) < best_cost:
+                best, best_cost = x, self.interpolated(x)
+        return best
+
+    def cost(self, n: int) -> float:
+        return self.interpolated(self.pass_size(n))
+
     @classmethod
-    def measure(cls, run_pass, sizes: Sequence[int] = (1, 2, 4, 8, 16, 32), repeats: int = 2) -> CostModel:
-        """Time ``run_pass(n)`` (one forward pass of n tokens) for each size; the median-free minimum of repeats."""
+    def measure(cls, run_pass, sizes: Sequence[int] = (1, 2, 3, 4, 8, 16), repeats: int = 1) -> CostModel:
+        """Time ``run_pass(n)`` (one forward pass of n tokens) for each size, the best of ``repeats``."""
         run_pass(1)  # warm-up
         times = []
         for n in sizes:
@@ -58,11 +108,7 @@ class CostModel:
                 best = min(best, time.perf_counter() - t0)
             times.append(best)
         base = times[0]
-        points, top = [], 0.0
-        for n, t in zip(sizes, times, strict=True):
-            top = max(top, t / base)  # cost never falls with more tokens
-            points.append((n, top))
-        return cls(tuple(points))
+        return cls(tuple((n, t / base) for n, t in zip(sizes, times, strict=True)))
 
 
 # Prior acceptance probability of one draft token by source, before any evidence (match length 1..4+).
@@ -76,28 +122,49 @@ DEFAULT_PRIOR = (0.25, 0.35, 0.45, 0.55)
 PRIOR_WEIGHT = 8.0
 
 
+LOCAL_WEIGHT = 3.0  # pseudo-tokens of evidence behind the long-run estimate within one generation
+
+
 @dataclass
 class AcceptanceModel:
-    """Online estimate of a draft token's acceptance probability per (source, match-length bucket)."""
+    """Online estimate of a draft token's acceptance probability per (source, match-length bucket).
+
+    The long-run estimate (all generations) is calibrated per source by this generation's own evidence:
+    code the workspace resembles accepts far more than code nothing resembles, and a few misses in a row
+    should make the next steps plain greedy ones. :meth:`begin` starts a generation."""
 
     tried: dict[tuple[str, int], float] = field(default_factory=dict)
     accepted: dict[tuple[str, int], float] = field(default_factory=dict)
+    local_expected: dict[str, float] = field(default_factory=dict)  # this generation: sum of q over tried tokens
+    local_accepted: dict[str, float] = field(default_factory=dict)
+
+    def begin(self) -> None:
+        self.local_expected.clear()
+        self.local_accepted.clear()
 
     @staticmethod
     def key(draft: Draft) -> tuple[str, int]:
         return draft.source, min(max(draft.match_len, 1), 4)
 
-    def q(self, draft: Draft) -> float:
+    def long_run(self, draft: Draft) -> float:
         source, bucket = self.key(draft)
         prior = PRIORS.get(source, DEFAULT_PRIOR)[bucket - 1]
         tried = self.tried.get((source, bucket), 0.0)
         acc = self.accepted.get((source, bucket), 0.0)
         return (acc + prior * PRIOR_WEIGHT) / (tried + PRIOR_WEIGHT)
 
+    def q(self, draft: Draft) -> float:
+        expected = self.local_expected.get(draft.source, 0.0)
+        calibration = (self.local_accepted.get(draft.source, 0.0) + LOCAL_WEIGHT) / (expected + LOCAL_WEIGHT)
+        return min(0.98, self.long_run(draft) * calibration)
+
     def observe(self, draft: Draft, offered: int, accepted: int) -> None:
         """A draft of which ``offered`` tokens were verified matched its first ``accepted`` tokens."""
         k = self.key(draft)
-        self.tried[k] = self.tried.get(k, 0.0) + min(accepted + 1, offered)
+        tried = min(accepted + 1, offered)
+        self.local_expected[draft.source] = self.local_expected.get(draft.source, 0.0) + tried * self.long_run(draft)
+        self.local_accepted[draft.source] = self.local_accepted.get(draft.source, 0.0) + accepted
+        self.tried[k] = self.tried.get(k, 0.0) + tried
         self.accepted[k] = self.accepted.get(k, 0.0) + accepted
 
 
@@ -141,16 +208,20 @@ def select(drafts: Sequence[Draft], acceptance: AcceptanceModel, cost: CostModel
     """Cut and choose drafts so that expected committed tokens per unit of pass cost is highest.
 
     Tokens are taken in order of probability (a prefix of a draft always before its continuation; equal
-    prefixes of different drafts count once); the best prefix of that order wins, possibly none.
+    prefixes of different drafts count once); the best prefix of that order wins, possibly none. A pass that
+    verifies anything is then filled with the next most likely tokens up to the size the cost model says
+    is no dearer (padding is free there).
     """
     nodes = node_probabilities(drafts, acceptance)
     order = sorted(nodes.items(), key=lambda kv: (-kv[1], len(kv[0])))[:max_tokens]
-    best_n, best_rate, expected = 0, 1.0 / cost.cost(1), 1.0
+    best_n, best_rate, expected = 0, 1.0 / cost.interpolated(1), 1.0
     for n, (_, p) in enumerate(order, start=1):
         expected += p
         rate = expected / cost.cost(n + 1)
         if rate > best_rate:
             best_n, best_rate = n, rate
+    if best_n:
+        best_n = max(best_n, cost.pass_size(best_n + 1) - 1)
     chosen = {key for key, _ in order[:best_n]}
     picked: list[Draft] = []
     probs: list[list[float]] = []

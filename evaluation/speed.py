@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from decoder.drafts import DraftSource, SequenceNgrams
+from decoder.forward import measure_cost
+from decoder.policy import CostModel
 from decoder.types import Decoder, DecodeRequest, DecodeStats
 from evaluation.hf_baselines import HF_PROMPT_LOOKUP_TOKENS, HFGenerateDecoder
 from evaluation.workloads import Corpus, Hole
@@ -51,7 +53,8 @@ class DecoderConfig:
     wng: tuple[int, int, int] | None = None  # lookahead (W, N, G); None: the decoder's defaults
     sources_off: frozenset[str] = frozenset()  # lookahead draft sources switched off
 
-    def build(self, model: Any) -> Decoder:
+    def build(self, model: Any, cost: CostModel | None = None) -> Decoder:
+        """The decoder; lookahead uses ``cost`` (measured, as the daemon does) or the device's default."""
         if self.family == "greedy":
             from decoder.greedy import GreedyDecoder
 
@@ -67,7 +70,7 @@ class DecoderConfig:
             jacobi="jacobi" not in self.sources_off,
             disabled_sources=self.sources_off - {"prompt", "jacobi"},
         )
-        return LookaheadDecoder(model, config)
+        return LookaheadDecoder(model, config, cost)
 
 
 def parse_decoders(spec: str, sweep: bool = False) -> list[DecoderConfig]:
@@ -248,10 +251,14 @@ def run_bench(
     meta: dict[str, Any],
     progress: Progress | None = None,
 ) -> BenchResult:
-    """Decode every hole with every configuration (greedy first); stop rules off."""
+    """Decode every hole with every configuration (greedy first); stop rules off.
+
+    The pass-cost model is measured first, as the daemon measures it at start-up, and recorded in the meta."""
     if not configs or configs[0].name != REFERENCE:
         raise ValueError("the first configuration must be plain greedy, the reference")
-    decoders = {c.name: c.build(model) for c in configs}
+    cost = measure_cost(model)
+    meta["cost_model"] = [[n, round(c, 3)] for n, c in cost.points]
+    decoders = {c.name: c.build(model, cost) for c in configs}
     result = BenchResult(meta, [c.name for c in configs], list(holes))
     if not holes:
         return result

@@ -35,7 +35,6 @@ UPDATE_DELAY_S = 0.75  # an open document's indexes are updated once its text re
 MAX_INDEXED_CHARS = 1_000_000  # larger open documents stay out of the indexes (as on disk)
 SNIPPET_QUERY_CHARS = 1800  # characters before the cursor's block of lines that pick the context snippets
 SNIPPET_QUERY_LINES = 8  # the block: the query moves only when the cursor enters another block of lines
-COST_SIZES = (1, 4, 16)  # tokens per timed pass for the cost model (about half a second on 2 CPU cores)
 
 ModelState = Literal["idle", "loading", "ready", "failed"]
 Task = Literal["model", "index"]
@@ -514,27 +513,20 @@ def _tune(loaded: LoadedModel, threads: int | None) -> tuple[int | None, CostMod
     """Thread count (CPU, unless set) and the measured cost model; (None, None) if measuring fails."""
     import torch
 
-    from decoder.forward import forward
+    from decoder.forward import forward, measure_cost
     from decoder.kv import PrefixKV
     from decoder.model import configure_torch_threads, physical_cores
-    from decoder.policy import CostModel
 
     try:
         if loaded.device.type == "cpu" and threads is None:
             torch.set_num_threads(1)  # the smallest candidate first: contended cores make more threads slower
         kv = PrefixKV()
-        context = list(range(1000, 1016))
-        forward(loaded.model, kv, context, last_only=True)
-        kv.append(context)
-
-        def run_pass(n: int) -> None:
-            logits = forward(loaded.model, kv, list(range(2000, 2000 + n)))
-            logits[-1, 0].item()  # waits for an accelerator
-            kv.cache.crop(-n)
+        forward(loaded.model, kv, [1000], last_only=True)
 
         def time_pass() -> float:
             t0 = time.perf_counter()
-            run_pass(1)
+            forward(loaded.model, kv, [2000])[-1, 0].item()
+            kv.cache.crop(1)
             return time.perf_counter() - t0
 
         if loaded.device.type == "cpu" and threads is None:
@@ -544,7 +536,7 @@ def _tune(loaded: LoadedModel, threads: int | None) -> tuple[int | None, CostMod
         elif loaded.device.type == "cpu":
             threads = torch.get_num_threads()
         started = time.perf_counter()
-        cost = CostModel.measure(run_pass, COST_SIZES, repeats=1)
+        cost = measure_cost(loaded.model)
         log.info("cost model %s (measured in %.2f s)", cost.points, time.perf_counter() - started)
         return threads, cost
     except Exception:

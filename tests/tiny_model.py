@@ -7,9 +7,18 @@ from pathlib import Path
 import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
+from decoder.model import prepare_for_inference
+
 
 def make_tiny_qwen2(vocab_size: int = 512, seed: int = 0, dtype: torch.dtype = torch.float64) -> Qwen2ForCausalLM:
-    """A 2-layer Qwen2 with random weights; deterministic for a seed."""
+    """A 2-layer Qwen2 with random weights, prepared as load_model prepares models; deterministic for a seed."""
+    model = random_qwen2(vocab_size, seed, dtype)
+    prepare_for_inference(model, torch.device("cpu"))  # the attention and weight layout load_model gives
+    return model
+
+
+def random_qwen2(vocab_size: int, seed: int = 0, dtype: torch.dtype = torch.float64) -> Qwen2ForCausalLM:
+    """The same model as it comes from transformers (eager attention, row-major weights), in eval mode."""
     torch.manual_seed(seed)
     config = Qwen2Config(
         vocab_size=vocab_size,
@@ -21,11 +30,8 @@ def make_tiny_qwen2(vocab_size: int = 512, seed: int = 0, dtype: torch.dtype = t
         max_position_embeddings=32768,
         tie_word_embeddings=True,
         initializer_range=0.2,
-        attn_implementation="eager",
     )
-    model = Qwen2ForCausalLM(config).to(dtype)
-    model.eval()
-    return model
+    return Qwen2ForCausalLM(config).to(dtype).eval()
 
 
 def save_tiny_model_dir(path: Path, tokenizer_dir: Path, seed: int = 0) -> Path:
@@ -33,7 +39,7 @@ def save_tiny_model_dir(path: Path, tokenizer_dir: Path, seed: int = 0) -> Path:
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_dir))
-    model = make_tiny_qwen2(vocab_size=len(tokenizer), seed=seed, dtype=torch.float32)
+    model = random_qwen2(len(tokenizer), seed, torch.float32)
     path.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(path)
     tokenizer.save_pretrained(path)

@@ -11,14 +11,15 @@ import torch
 from decoder.drafts import Draft, TokenIndex
 from decoder.greedy import GreedyDecoder
 from decoder.lookahead import LookaheadConfig, LookaheadDecoder
-from decoder.policy import CostModel
+from decoder.policy import CPU_COST, GPU_COST, CostModel
 from decoder.types import CancelToken, DecodeRequest
 from tests.tiny_model import make_tiny_qwen2
 
 VOCAB = 512
 CONFIGS = [(1, 8, 8), (1, 8, 1), (1, 8, 4), (8, 8, 8), (2, 4, 2), (0, 3, 3), (1, 2, 1)]
-GPU = CostModel.for_device("cuda")  # every draft token is worth verifying: exercises big trees on the CPU
-CPU = CostModel.for_device("cpu")
+# fixed tables (no live correction from this machine's timings):
+GPU = CostModel(GPU_COST, adaptive=False)  # every draft token is worth verifying: exercises big trees on the CPU
+CPU = CostModel(CPU_COST, adaptive=False)
 
 
 @pytest.fixture(scope="module")

@@ -119,14 +119,14 @@ def test_hf_dir_spec_accepts_a_tree_mask_over_a_kv_cache(tmp_path: Path) -> None
     """The loaded model's attention takes a 4-D float mask with past_key_values like sequential decoding."""
     from transformers import DynamicCache
 
-    from tests.tiny_model import make_tiny_qwen2
+    from tests.tiny_model import random_qwen2
 
-    make_tiny_qwen2(vocab_size=128).save_pretrained(tmp_path)
+    random_qwen2(vocab_size=128).save_pretrained(tmp_path)
     _word_tokenizer([f"w{i}" for i in range(128)], "w0").save_pretrained(tmp_path)
     loaded = load_model(str(tmp_path), device="cpu", dtype="float64")
     assert loaded.source == "hf-dir" and loaded.dtype == torch.float64
     model = loaded.model
-    assert not model.training and model.config._attn_implementation == "sdpa"
+    assert not model.training and model.config._attn_implementation == "lookahead_sdpa"
     prompt = torch.tensor([[11, 22, 33, 44, 55]])
     prefix = prompt.shape[1]
 

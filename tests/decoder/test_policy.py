@@ -39,3 +39,54 @@ def test_acceptance_learns_from_misses():
 def test_cost_is_monotone(n):
     cost = CostModel.for_device("cpu")
     assert cost.cost(n + 1) >= cost.cost(n)
+
+
+def test_a_pass_is_padded_to_a_no_dearer_size():
+    # timed: 3 tokens dearer than 8 (as MKL's 2-3 row products are on two threads here)
+    cost = CostModel(((1, 1.0), (2, 1.8), (3, 2.5), (4, 2.0), (8, 2.1), (16, 2.7)))
+    assert cost.pass_size(3) == 4 and cost.pass_size(5) == 5 and cost.pass_size(2) == 2
+    assert cost.cost(3) == pytest.approx(2.0) and cost.cost(2) == pytest.approx(1.8)
+    acceptance = AcceptanceModel()
+    strong = Draft((1, 2, 3, 4, 5, 6, 7), "suffix", 4)
+    weak = [Draft((10 + i, 20 + i), "prompt", 1) for i in range(6)]
+    chosen = select([strong, *weak], acceptance, cost, 56)
+    tokens = sum(len(d.tokens) for d in chosen.drafts)
+    assert tokens + 1 == cost.pass_size(tokens + 1)  # the pass holds exactly a timed, no-dearer size
+    assert tokens >= 3
+    # nothing worth a pass: no padding either
+    assert select(weak[:1], acceptance, cost, 56).drafts == []
+
+
+def test_measured_cost_keeps_a_dip():
+    seconds = {1: 0.10, 2: 0.18, 3: 0.26, 4: 0.20, 8: 0.22}
+
+    def run_pass(n: int) -> None:
+        import time
+
+        time.sleep(seconds[n])
+
+    cost = CostModel.measure(run_pass, sizes=(1, 2, 3, 4, 8))
+    assert cost.pass_size(3) in (4, 8) and cost.cost(3) < 2.3
+
+
+def test_live_passes_correct_the_cost_level():
+    cost = CostModel(((1, 1.0), (3, 2.5), (4, 2.0), (8, 2.2)))
+    for _ in range(40):
+        cost.observe(1, 0.100)
+        cost.observe(8, 0.330)  # 3.3x a one-token pass where the table said 2.2x
+    assert cost.interpolated(8) == pytest.approx(3.3, rel=0.05)
+    assert cost.interpolated(1) == 1.0 and cost.pass_size(3) == 4  # the shape is kept
+
+
+def test_misses_in_this_generation_lower_acceptance_at_once():
+    model = AcceptanceModel()
+    draft = Draft((1, 2, 3), "prompt", 3)
+    for _ in range(30):  # long-run: this source is usually right
+        model.observe(draft, offered=3, accepted=3)
+    model.begin()
+    confident = model.q(draft)
+    for _ in range(4):
+        model.observe(draft, offered=3, accepted=0)
+    assert model.q(draft) < confident * 0.5
+    model.begin()  # a new generation starts from the long-run estimate again
+    assert model.q(draft) > confident * 0.8
