@@ -13,14 +13,14 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 
 from decoder.drafts import Draft, DraftSource, JacobiPool, NgramTable
 from decoder.forward import forward
 from decoder.kv import PrefixKV
-from decoder.policy import AcceptanceModel, CostModel, select
+from decoder.policy import AcceptanceModel, CostModel, default_verify, select
 from decoder.steps import Generation, drive, pick, warm
 from decoder.tree import TokenTree, build_tree, verify
 from decoder.types import CancelToken, DecodeRequest, DecodeResult
@@ -34,14 +34,14 @@ class LookaheadConfig:
 
     window: int = 1
     ngram: int = 8
-    verify: int = 8
+    verify: int | None = None  # None: by the device's cost (decoder.policy.default_verify)
     max_match: int = 4  # longest context tail matched by the prompt n-gram lookup
     prompt_drafts: bool = True
     jacobi: bool = True
     disabled_sources: frozenset[str] = field(default_factory=frozenset)
 
     def __post_init__(self) -> None:
-        if self.window < 0 or self.ngram < 2 or self.verify < 0 or self.max_match < 1:
+        if self.window < 0 or self.ngram < 2 or (self.verify or 0) < 0 or self.max_match < 1:
             raise ValueError(f"invalid lookahead parameters W={self.window} N={self.ngram} G={self.verify}")
 
 
@@ -50,9 +50,11 @@ class LookaheadDecoder:
 
     def __init__(self, model: torch.nn.Module, config: LookaheadConfig | None = None, cost: CostModel | None = None):
         self.model = model
-        self.config = config or LookaheadConfig()
         device = next(model.parameters()).device
         self.cost = cost or CostModel.for_device(device.type)
+        self.config = config or LookaheadConfig()
+        if self.config.verify is None:
+            self.config = replace(self.config, verify=default_verify(self.cost))
         self.acceptance = AcceptanceModel()
         self.kv = PrefixKV()
 
@@ -71,6 +73,7 @@ class _Run:
         self.d = decoder
         self.cfg = decoder.config
         self.gen = gen
+        self.g = decoder.config.verify or 0  # set by the decoder when the configuration left it open
         decoder.acceptance.begin()
         self.context: list[int] = list(request.prompt_ids)
         self.prompt = NgramTable("prompt", self.cfg.max_match)
@@ -94,7 +97,7 @@ class _Run:
         found: list[Draft] = []
         for source in self.sources:
             try:
-                found.extend(source.lookup(self.context, n, self.cfg.verify))
+                found.extend(source.lookup(self.context, n, self.g))
             except Exception:  # a broken source must never break decoding: drafts are only guesses
                 log.exception("draft source %s failed", getattr(source, "name", source))
         for i, chain in enumerate(self.chains):
@@ -131,10 +134,9 @@ class _Run:
         """One forward pass; returns the new tokens it produced (accepted drafts plus the model's next token)."""
         cfg, gen, kv = self.cfg, self.gen, self.d.kv
         current = gen.tokens[-1]
-        selection = select(self.drafts(), self.d.acceptance, self.d.cost, cfg.verify * (cfg.ngram - 1))
-        ranked = sorted(zip(selection.drafts, selection.probs, strict=True), key=lambda dp: -sum(dp[1]))[
-            : max(cfg.verify, 1)
-        ]
+        g = self.g
+        selection = select(self.drafts(), self.d.acceptance, self.d.cost, max(g, 1) * (cfg.ngram - 1), g)
+        ranked = sorted(zip(selection.drafts, selection.probs, strict=True), key=lambda dp: -sum(dp[1]))
         tree = build_tree(current, [(d.tokens, d.source, p) for d, p in ranked])
         start = kv.cache.get_seq_length()
         started = time.perf_counter()

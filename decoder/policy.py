@@ -119,6 +119,19 @@ PRIORS: dict[str, tuple[float, ...]] = {
     "jacobi": (0.15, 0.15, 0.15, 0.15),
 }
 DEFAULT_PRIOR = (0.25, 0.35, 0.45, 0.55)
+
+# The verification set size G where the lookahead configuration leaves it open. Measured on this 2-core CPU
+# (docs/benchmarks.md, 12 holes): G=1 (one chain a step, no tree) 1.82x greedy overall, G=2 1.77x, G=8 slower
+# still in a smaller run; where a wide pass costs little (a GPU) the tree's breadth is nearly free.
+G_WHERE_WIDTH_IS_DEAR = 1
+G_WHERE_WIDTH_IS_CHEAP = 8
+
+
+def default_verify(cost: CostModel) -> int:
+    """G for a device: wide trees only where a pass of 8 tokens costs less than 1.5 passes of one."""
+    return G_WHERE_WIDTH_IS_CHEAP if cost.cost(8) < 1.5 else G_WHERE_WIDTH_IS_DEAR
+
+
 PRIOR_WEIGHT = 8.0
 
 
@@ -204,14 +217,27 @@ def node_probabilities(drafts: Sequence[Draft], acceptance: AcceptanceModel) -> 
     return probs
 
 
-def select(drafts: Sequence[Draft], acceptance: AcceptanceModel, cost: CostModel, max_tokens: int) -> Selection:
+def select(
+    drafts: Sequence[Draft],
+    acceptance: AcceptanceModel,
+    cost: CostModel,
+    max_tokens: int,
+    max_drafts: int | None = None,
+) -> Selection:
     """Cut and choose drafts so that expected committed tokens per unit of pass cost is highest.
+
+    With ``max_drafts`` (G) only the G drafts of highest expected accepted length take part.
 
     Tokens are taken in order of probability (a prefix of a draft always before its continuation; equal
     prefixes of different drafts count once); the best prefix of that order wins, possibly none. A pass that
     verifies anything is then filled with the next most likely tokens up to the size the cost model says
     is no dearer (padding is free there).
     """
+    if max_drafts is not None and len(drafts) > max_drafts:
+        nodes = node_probabilities(drafts, acceptance)
+        worth = [sum(nodes[d.tokens[: i + 1]] for i in range(len(d.tokens))) for d in drafts]
+        ranked = sorted(range(len(drafts)), key=lambda i: -worth[i])[: max(max_drafts, 1)]
+        drafts = [drafts[i] for i in sorted(ranked)]
     nodes = node_probabilities(drafts, acceptance)
     order = sorted(nodes.items(), key=lambda kv: (-kv[1], len(kv[0])))[:max_tokens]
     best_n, best_rate, expected = 0, 1.0 / cost.interpolated(1), 1.0

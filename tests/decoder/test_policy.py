@@ -90,3 +90,14 @@ def test_misses_in_this_generation_lower_acceptance_at_once():
     assert model.q(draft) < confident * 0.5
     model.begin()  # a new generation starts from the long-run estimate again
     assert model.q(draft) > confident * 0.8
+
+
+def test_g_by_device_and_max_drafts():
+    from decoder.policy import default_verify
+
+    assert default_verify(CostModel.for_device("cpu")) == 1
+    assert default_verify(CostModel.for_device("cuda")) == 8
+    drafts = [Draft((1, 2, 3), "suffix", 4), Draft((4, 5, 6), "prompt", 1), Draft((7, 8), "jacobi", 1)]
+    one = select(drafts, AcceptanceModel(), CostModel.for_device("cuda"), 56, max_drafts=1)
+    assert [d.tokens for d in one.drafts] == [(1, 2, 3)]  # the likeliest draft alone: a chain, no tree
+    assert len(select(drafts, AcceptanceModel(), CostModel.for_device("cuda"), 56).drafts) == 3
