@@ -51,3 +51,23 @@ def test_edit_end_is_where_the_cursor_lands() -> None:
     assert edit_end("x = 1\n", "x = 1\n\n    ") == len("x = 1\n\n    ")
     big = "a" * 100_000
     assert edit_end(big, big[:70_000] + "zz" + big[70_000:]) >= 70_002
+
+
+def test_start_up_tuning_measures_threads_and_pass_costs():
+    import torch
+
+    from decoder.forward import COST_SIZES
+    from decoder.model import LoadedModel
+    from lsp_server.engine import _tune
+    from tests.tiny_model import make_tiny_qwen2
+
+    before = torch.get_num_threads()
+    try:
+        model = make_tiny_qwen2(dtype=torch.float32)
+        loaded = LoadedModel(model, None, torch.device("cpu"), torch.float32, "tiny", 0.0, "hf-dir", "tiny")
+        threads, cost = _tune(loaded, None)
+        assert threads is not None and threads >= 1
+        assert cost is not None and [n for n, _ in cost.points] == list(COST_SIZES)
+        assert cost.points[0] == (1, 1.0)
+    finally:
+        torch.set_num_threads(before)
