@@ -79,19 +79,19 @@ def prefill(
     return logits
 
 
+def masked_pass(model: torch.nn.Module, kv: PrefixKV, n: int) -> None:
+    """One pass of ``n`` tokens after the cache's entries, masked as lookahead steps are (a causal mask given
+    explicitly), waited for on the device; the cache is left as it was. What it costs is what is timed."""
+    past = kv.cache.get_seq_length()
+    mask = torch.tril(torch.ones(n, n, dtype=torch.bool))
+    tokens = [30 + i % 64 for i in range(n)]  # small ids: in every vocabulary; which ones does not change the time
+    forward(model, kv, tokens, list(range(past, past + n)), mask)[-1, 0].item()  # .item() waits for an accelerator
+    kv.cache.crop(-n)
+
+
 def measure_cost(model: torch.nn.Module, sizes: Sequence[int] = COST_SIZES, repeats: int = 1) -> CostModel:
-    """Time one masked pass of each size after a short context: the device's cost model for the draft policy.
-
-    Passes are masked as lookahead steps are (a causal mask given explicitly), and each waits for the device."""
+    """Time one :func:`masked_pass` of each size after a short context: the device's cost model for the draft
+    policy."""
     kv = PrefixKV()
-    context = list(range(10, 26))  # small ids: in every vocabulary; what they are does not change the time
-    forward(model, kv, context, last_only=True)
-    kv.append(context)
-
-    def run_pass(n: int) -> None:
-        mask = torch.tril(torch.ones(n, n, dtype=torch.bool))
-        logits = forward(model, kv, [30 + i % 64 for i in range(n)], list(range(len(context), len(context) + n)), mask)
-        logits[-1, 0].item()  # waits for an accelerator
-        kv.cache.crop(-n)
-
-    return CostModel.measure(run_pass, sizes, repeats)
+    forward(model, kv, list(range(10, 26)), last_only=True)
+    return CostModel.measure(lambda n: masked_pass(model, kv, n), sizes, repeats)

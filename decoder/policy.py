@@ -96,7 +96,7 @@ class CostModel:
         return self.interpolated(self.pass_size(n))
 
     @classmethod
-    def measure(cls, run_pass, sizes: Sequence[int] = (1, 2, 3, 4, 8, 16), repeats: int = 1) -> CostModel:
+    def measure(cls, run_pass, sizes: Sequence[int], repeats: int = 1) -> CostModel:
         """Time ``run_pass(n)`` (one forward pass of n tokens) for each size, the best of ``repeats``."""
         run_pass(1)  # warm-up
         times = []
