@@ -256,12 +256,25 @@ def text_decoder(tokenizer: Any) -> Callable[[Sequence[int]], str]:
     return decode
 
 
-def make_stop_fn(decode: Callable[[Sequence[int]], str], rules: StopRules, healed_text: str = "") -> StopFn:
+def last_line_end(text: str) -> int | None:
+    """Where a completion out of time ends: after its last complete line with code on it (None: none yet)."""
+    end = text.rfind("\n")
+    return end if end >= 0 and text[:end].strip() else None  # blank lines only: the first is still being written
+
+
+def make_stop_fn(
+    decode: Callable[[Sequence[int]], str],
+    rules: StopRules,
+    healed_text: str = "",
+    out_of_time: Callable[[], bool] | None = None,
+) -> StopFn:
     """Adapt ``rules`` to the decoder's :data:`~decoder.types.StopFn` (tokens in, tokens to keep out).
 
     ``healed_text``: characters before the cursor that token healing removed from the prompt; the generated
     text starts with them, and the rules apply to what follows. The text is decoded whole at each step
     (cheap for a few hundred tokens) and checked only when it grew.
+    ``out_of_time``: once it says so, a completion ends at its next line end (:func:`last_line_end`), so a
+    block on a slow device shows the lines it has instead of waiting for the rest.
     """
     last = {"length": -1}
 
@@ -270,7 +283,10 @@ def make_stop_fn(decode: Callable[[Sequence[int]], str], rules: StopRules, heale
         if len(text) == last["length"] or len(text) < len(healed_text):
             return None
         last["length"] = len(text)
-        cut = rules.check(strip_healed(text, healed_text))
+        visible = strip_healed(text, healed_text)
+        cut = rules.check(visible)
+        if cut is None and out_of_time is not None and "\n" in visible and out_of_time():
+            cut = last_line_end(visible)
         if cut is None:
             return None
         return _tokens_to_keep(decode, tokens, len(healed_text) + cut)

@@ -56,6 +56,25 @@ class PrefixKV:
             self.cache.crop(-extra)
             del self.ids[length:]
 
+    def _layers(self) -> list[DynamicLayer]:
+        return [cast(DynamicLayer, layer) for layer in self.cache.layers]  # a plain DynamicCache's layers
+
+    def cast(self, dtype: torch.dtype) -> None:
+        """Hold the entries in ``dtype`` (a prefill in another precision than decoding reads and writes them)."""
+        for layer in self._layers():
+            if layer.keys is not None and layer.values is not None and layer.keys.dtype != dtype:
+                layer.keys, layer.values = layer.keys.to(dtype), layer.values.to(dtype)
+
+    def restore(self) -> None:
+        """Drop the entries past ``len(self)`` that a pass stopped between layers left in some layers."""
+        if not self.ids:
+            self.reset()
+            return
+        for layer in self._layers():
+            extra = 0 if layer.keys is None or not layer.is_initialized else layer.keys.shape[-2] - len(self.ids)
+            if extra > 0:
+                layer.crop(-extra)
+
     def append(self, ids: Sequence[int]) -> None:
         """Record ids whose entries a forward pass has just appended to the cache."""
         self.ids.extend(ids)

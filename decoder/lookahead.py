@@ -35,14 +35,22 @@ class LookaheadConfig:
     window: int = 1
     ngram: int = 8
     verify: int | None = None  # None: by the device's cost (decoder.policy.default_verify)
+    draft_len: int = 15  # longest draft from the prompt, suffix and workspace (Jacobi n-grams hold N-1)
     max_match: int = 4  # longest context tail matched by the prompt n-gram lookup
     prompt_drafts: bool = True
     jacobi: bool = True
     disabled_sources: frozenset[str] = field(default_factory=frozenset)
 
     def __post_init__(self) -> None:
-        if self.window < 0 or self.ngram < 2 or (self.verify or 0) < 0 or self.max_match < 1:
-            raise ValueError(f"invalid lookahead parameters W={self.window} N={self.ngram} G={self.verify}")
+        if self.window < 0 or self.ngram < 2 or (self.verify or 0) < 0 or self.max_match < 1 or self.draft_len < 1:
+            raise ValueError(
+                f"invalid lookahead parameters W={self.window} N={self.ngram} G={self.verify} "
+                f"draft length {self.draft_len}"
+            )
+
+    @property
+    def longest_draft(self) -> int:
+        return max(self.draft_len, self.ngram - 1)
 
 
 class LookaheadDecoder:
@@ -86,18 +94,42 @@ class _Run:
         if self.cfg.jacobi and self.cfg.window > 0:
             self.sources.append(self.pool)
         self.chains: list[list[int]] = [[] for _ in range(self.cfg.window if self.cfg.jacobi else 0)]
+        self.shadows: list[tuple[Draft, int]] = []  # drafts not verified, each with where it would have started
 
     def extend(self, tokens: Sequence[int]) -> None:
         self.context.extend(tokens)
         self.prompt.extend(self.prompt_handle, tokens)
+        self._settle_shadows()
+
+    # --- evidence from drafts that were not verified --------------------------------------------------------
+    def _shadow(self, found: Sequence[Draft], verified: Sequence[Draft]) -> None:
+        """Follow one unverified draft per source until the committed tokens confirm or refute it.
+
+        Without this, a source whose estimate fell below the cost of a wider pass is never verified again in
+        this generation, however right its drafts turn out to be; the committed text settles them for free."""
+        taken = {(d.source, d.tokens[:1]) for d in verified} | {(d.source, ()) for d, _ in self.shadows}
+        for draft in found:
+            if (draft.source, draft.tokens[:1]) not in taken and (draft.source, ()) not in taken:
+                self.shadows.append((draft, len(self.context)))
+                taken.add((draft.source, ()))
+
+    def _settle_shadows(self) -> None:
+        waiting = []
+        for draft, start in self.shadows:
+            seen = self.context[start : start + len(draft.tokens)]
+            matched = _common_prefix(draft.tokens, seen)
+            if matched < len(seen) or len(seen) == len(draft.tokens):
+                self.d.acceptance.observe(draft, len(draft.tokens), matched)
+            else:
+                waiting.append((draft, start))
+        self.shadows = waiting
 
     # --- drafting -------------------------------------------------------------------------------------
     def drafts(self) -> list[Draft]:
-        n = self.cfg.ngram - 1
         found: list[Draft] = []
         for source in self.sources:
             try:
-                found.extend(source.lookup(self.context, n, self.g))
+                found.extend(source.lookup(self.context, self.cfg.longest_draft, self.g))
             except Exception:  # a broken source must never break decoding: drafts are only guesses
                 log.exception("draft source %s failed", getattr(source, "name", source))
         for i, chain in enumerate(self.chains):
@@ -135,7 +167,8 @@ class _Run:
         cfg, gen, kv = self.cfg, self.gen, self.d.kv
         current = gen.tokens[-1]
         g = self.g
-        selection = select(self.drafts(), self.d.acceptance, self.d.cost, max(g, 1) * (cfg.ngram - 1), g)
+        found = self.drafts()
+        selection = select(found, self.d.acceptance, self.d.cost, max(g, 1) * cfg.longest_draft, g)
         ranked = sorted(zip(selection.drafts, selection.probs, strict=True), key=lambda dp: -sum(dp[1]))
         tree = build_tree(current, [(d.tokens, d.source, p) for d, p in ranked])
         start = kv.cache.get_seq_length()
@@ -151,6 +184,7 @@ class _Run:
         accepted = [tree.tokens[i] for i in path]
         kv.keep_selected(start, [0, *path], [current, *accepted])
         self._record(tree, [d for d, _ in ranked], accepted)
+        self._shadow(found, selection.drafts)
         self._advance_chains(tree, logits, len(accepted))
         return [*accepted, bonus]
 

@@ -236,7 +236,8 @@ def select(
     if max_drafts is not None and len(drafts) > max_drafts:
         nodes = node_probabilities(drafts, acceptance)
         worth = [sum(nodes[d.tokens[: i + 1]] for i in range(len(d.tokens))) for d in drafts]
-        ranked = sorted(range(len(drafts)), key=lambda i: -worth[i])[: max(max_drafts, 1)]
+        # Equal worth (the same tokens from two sources): the source more likely right stands for them.
+        ranked = sorted(range(len(drafts)), key=lambda i: (-worth[i], -acceptance.q(drafts[i])))[: max(max_drafts, 1)]
         drafts = [drafts[i] for i in sorted(ranked)]
     nodes = node_probabilities(drafts, acceptance)
     order = sorted(nodes.items(), key=lambda kv: (-kv[1], len(kv[0])))[:max_tokens]

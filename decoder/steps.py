@@ -12,7 +12,7 @@ from typing import Protocol
 
 import torch
 
-from decoder.forward import WARM_CHUNK, prefill
+from decoder.forward import Preempted, preemptible, prefill
 from decoder.kv import PrefixKV
 from decoder.types import CancelToken, DecodeRequest, DecodeResult, DecodeStats, FinishReason
 
@@ -119,7 +119,13 @@ def drive(
         stepper.extend(gen.tokens[len(gen.tokens) - committed :])
         if gen.done() or gen.cancelled():
             break
-        pending = stepper.step()
+        try:
+            with preemptible(model, request.cancel):
+                pending = stepper.step()
+        except Preempted:  # a newer request: stop mid-pass, drop what the pass had written
+            kv.restore()
+            gen.finish = "cancelled"
+            break
     gen.stats.decode_ms = (time.perf_counter() - t0) * 1000
     return DecodeResult(gen.tokens, gen.result_stats())
 
@@ -135,5 +141,5 @@ def warm(model: torch.nn.Module, kv: PrefixKV, prompt_ids: Sequence[int], cancel
         return 0
     reused = kv.reuse_for(prompt)
     before = len(kv)
-    prefill(model, kv, prompt[reused:-1], cancel, WARM_CHUNK)
+    prefill(model, kv, prompt[reused:-1], cancel)
     return len(kv) - before

@@ -36,11 +36,14 @@ class Config:
     model: str = "embedded"  # "embedded", an HF id, a directory or a .gguf (remote: its tokenizer only)
     device: str = "auto"  # "auto", "cpu", "cuda", "cuda:1", "mps"
     dtype: str = "auto"  # "auto", "float32", "float16", "bfloat16"
+    prefill_dtype: str = "auto"  # "auto" (bf16 for fp32 on a CPU with bf16 instructions), "same", or a dtype
     decoder: DecoderKind = "lookahead"
     window: int = 1  # lookahead W
     ngram: int = 8  # lookahead N
     verify: int | None = None  # lookahead G; None: the decoder's own default
+    draft_length: int = 15  # longest prompt/suffix/workspace draft verified in one pass (tokens)
     max_new_tokens: int = 64
+    multiline_deadline_ms: int | None = 1000  # a block still decoding this long after the key ends at a line end
     token_budget: int | None = None  # prompt tokens at most; None: by device (DEVICE_PROMPT_DEFAULTS)
     prompt_layout: LayoutSetting = "auto"  # "psm", "spm", "psm-short" (context/prompt.py); "auto": by device
     background_prefill: bool = True  # prefill the next prompt in idle time (preempted by any request)
@@ -56,13 +59,13 @@ class Config:
         """Whether tokens are generated in-process (so the model's weights are needed)."""
         return self.decoder != "remote"
 
-    def model_key(self) -> tuple[str, str, str, bool]:
+    def model_key(self) -> tuple[str, str, str, str, bool]:
         """Settings whose change means loading another model (or only its tokenizer, for remote)."""
-        return (self.model, self.device, self.dtype, self.local)
+        return (self.model, self.device, self.dtype, self.prefill_dtype, self.local)
 
     def decoder_key(self) -> tuple[Any, ...]:
         """Settings whose change means another decoder over the same model."""
-        return (self.decoder, self.window, self.ngram, self.verify, self.remote)
+        return (self.decoder, self.window, self.ngram, self.verify, self.draft_length, self.remote)
 
     def prompt_settings(self, device_type: str) -> tuple[str, int]:
         """The (layout name, token budget) in force on a device type ("cpu", "cuda", "mps", ... or "remote")."""
@@ -142,11 +145,14 @@ _SETTINGS: dict[str, tuple[str, Check]] = {
     "model": ("model", _text),
     "device": ("device", _device),
     "dtype": ("dtype", _one_of("auto", "float32", "float16", "bfloat16")),
+    "prefillDtype": ("prefill_dtype", _one_of("auto", "same", "float32", "float16", "bfloat16")),
     "decoder": ("decoder", _one_of("lookahead", "greedy", "remote")),
     "window": ("window", _int_between(1, 16)),
     "ngram": ("ngram", _int_between(2, 32)),
     "verify": ("verify", _optional(_int_between(0, 64))),
+    "draftLength": ("draft_length", _int_between(1, 64)),
     "maxNewTokens": ("max_new_tokens", _int_between(1, 2048)),
+    "multilineDeadlineMs": ("multiline_deadline_ms", _optional(_int_between(0, 600_000))),
     "tokenBudget": ("token_budget", _optional(_int_between(64, 32768))),
     "promptLayout": ("prompt_layout", _one_of("auto", "psm", "spm", "psm-short")),
     "backgroundPrefill": ("background_prefill", _bool),

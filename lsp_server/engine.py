@@ -437,7 +437,7 @@ def _load(config: Config, progress: Callable[[str, float | None], None]) -> Load
     from decoder.model import LoadedModel, load_model
 
     if config.local:
-        return load_model(config.model, device=config.device, dtype=config.dtype, progress=progress)
+        return load_model(config.model, config.device, config.dtype, progress, prefill_dtype=config.prefill_dtype)
     import torch
     from transformers import AutoTokenizer
 
@@ -470,7 +470,7 @@ def _make_backend(loaded: LoadedModel, config: Config, events: EngineEvents, cos
         return local_backend(loaded.model, "greedy")
     from decoder.lookahead import LookaheadConfig, LookaheadDecoder
 
-    options: dict[str, Any] = {"window": config.window, "ngram": config.ngram}
+    options: dict[str, Any] = {"window": config.window, "ngram": config.ngram, "draft_len": config.draft_length}
     if config.verify is not None:
         options["verify"] = config.verify
     return LocalBackend(LookaheadDecoder(loaded.model, LookaheadConfig(**options), cost), "lookahead")

@@ -134,6 +134,7 @@ def complete(snapshot: Snapshot, engine: Engine, cancel: CancelToken, queue_ms: 
     from context.syntax import analyze
 
     clock = StageClock(queue=queue_ms)
+    out_of_time = deadline(engine.config.multiline_deadline_ms, time.perf_counter() - queue_ms / 1000.0)
     tokenizer = engine.model.tokenizer
     doc, offset = snapshot.doc, snapshot.offset
     suffix = doc.text[offset : offset + SUFFIX_CHARS]
@@ -142,7 +143,7 @@ def complete(snapshot: Snapshot, engine: Engine, cancel: CancelToken, queue_ms: 
         shape = analyze(doc.text, offset, doc.language_id or None, str(snapshot.path))
         built = prompt_for(snapshot, engine)
         decode_text = text_decoder(tokenizer)
-        stop = make_stop_fn(decode_text, StopRules(shape, suffix), built.healed_text)
+        stop = make_stop_fn(decode_text, StopRules(shape, suffix), built.healed_text, out_of_time)
         constraint = healing_constraint(tokenizer, built.healing) if built.healing else None
         engine.set_current(doc.path)
 
@@ -184,7 +185,7 @@ def prompt_for(snapshot: Snapshot, engine: Engine) -> BuiltPrompt:
 
 
 def warm(snapshot: Snapshot, engine: Engine, cancel: CancelToken) -> Warmed:
-    """Prefill the prompt at ``snapshot`` in idle time; stops within one chunk once ``cancel`` is set."""
+    """Prefill the prompt at ``snapshot`` in idle time; stops between two layers once ``cancel`` is set."""
     started = time.perf_counter()
     built = prompt_for(snapshot, engine)
     prefilled = None if cancel.cancelled else engine.warm(built.token_ids, cancel)
@@ -193,6 +194,14 @@ def warm(snapshot: Snapshot, engine: Engine, cancel: CancelToken) -> Warmed:
 
 
 # ---- pure helpers ------------------------------------------------------------------------------------
+
+
+def deadline(budget_ms: int | None, since: float) -> Callable[[], bool] | None:
+    """A clock that says when ``budget_ms`` have passed since ``since`` (``time.perf_counter``); None: no limit."""
+    if budget_ms is None:
+        return None
+    end = since + budget_ms / 1000.0
+    return lambda: time.perf_counter() >= end
 
 
 def edit_end(old: str, new: str) -> int:

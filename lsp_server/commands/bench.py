@@ -26,6 +26,9 @@ def add_workload_arguments(parser: argparse.ArgumentParser, workloads: str, max_
     parser.add_argument("--model", default="embedded", help="embedded, a Hugging Face id or directory, a .gguf")
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, mps")
     parser.add_argument("--dtype", default="auto", help="auto, float32, bfloat16, float16")
+    parser.add_argument(
+        "--prefill-dtype", default="auto", help="auto (bfloat16 for float32 on a CPU with bf16 instructions), same, ..."
+    )
     parser.add_argument("--token-budget", type=int, default=1024, help="prompt tokens at most (default: 1024)")
     parser.add_argument("--out", default=None, help="write JSON, Markdown and PNG reports to this directory")
 
@@ -81,7 +84,9 @@ def load(args: argparse.Namespace) -> LoadedModel:
 
     configure_torch_threads()
     try:
-        return load_model(args.model, device=args.device, dtype=args.dtype, progress=progress)
+        return load_model(
+            args.model, device=args.device, dtype=args.dtype, progress=progress, prefill_dtype=args.prefill_dtype
+        )
     except ModelLoadError as exc:
         raise UsageError(str(exc)) from exc
 
@@ -91,7 +96,7 @@ def run_meta(args: argparse.Namespace, corpus: Corpus, loaded: LoadedModel) -> d
 
     return {
         "model": f"{loaded.spec} ({loaded.source}: {loaded.path})",
-        "device": f"{loaded.device} {loaded.dtype}".replace("torch.", ""),
+        "device": f"{loaded.device} {loaded.dtype}, prefill {loaded.prefill_dtype}".replace("torch.", ""),
         "corpus": f"{corpus.name} ({corpus.root})",
         "workloads": args.workload,
         "holes_per_workload": args.holes,

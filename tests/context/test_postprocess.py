@@ -214,3 +214,26 @@ def test_stop_fn_skips_work_when_the_text_did_not_grow() -> None:
     stop([0])
     calls = tokens.calls
     assert stop([0, 1]) is None and tokens.calls == calls + 1
+
+
+def test_out_of_time_a_block_ends_at_its_next_line_end() -> None:
+    shape, suffix = split("def f(a):\n    |\n", "python")
+    assert shape.kind != "line"
+    tokens = FakeTokens(["\n", "    if a", ":\n", "        return", " 1\n", "    return 2"])
+    late = {"now": False}
+    stop = make_stop_fn(tokens.decode, StopRules(shape, suffix), out_of_time=lambda: late["now"])
+    assert stop([0, 1, 2]) is None  # in time: the block goes on
+    late["now"] = True
+    assert stop([0, 1, 2, 3]) == 3  # out of time: the lines it has, up to the last complete one
+    fresh = make_stop_fn(tokens.decode, StopRules(shape, suffix), out_of_time=lambda: True)
+    assert fresh([0]) is None  # a blank line alone is not a completion: wait for a line of code
+    assert fresh([0, 1]) is None  # the first line is still being written
+
+
+def test_last_line_end() -> None:
+    from context.postprocess import last_line_end
+
+    assert last_line_end("x = 1\n    y") == 5
+    assert last_line_end("x = 1\ny = 2\nz") == 11
+    assert last_line_end("\n   \n") is None
+    assert last_line_end("x = 1") is None

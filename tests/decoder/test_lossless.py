@@ -212,3 +212,95 @@ def test_warm_prefills_ahead_and_changes_nothing(model):
     cancel = CancelToken()
     cancel.cancel()
     assert GreedyDecoder(model).warm(prompt, cancel) == 0
+
+
+def test_a_source_out_of_favour_is_verified_again_once_it_proves_right(model):
+    """A source with a poor long-run record is not worth a pass at first; its drafts are followed anyway
+    (settled by the committed tokens), so once they keep proving right they are verified again."""
+    prompt = prompts(1, seed=11)[0]
+    want = greedy(model, DecodeRequest(prompt, max_new_tokens=48))
+    decoder = LookaheadDecoder(model, LookaheadConfig(prompt_drafts=False, jacobi=False, verify=1), CPU)
+    record = Draft((0,), "workspace", 4)
+    for _ in range(40):  # a long run of misses: the estimate starts far below a CPU pass's worth
+        decoder.acceptance.observe(record, offered=4, accepted=0)
+    got = decoder.generate(DecodeRequest(prompt, 48, drafts=[Perturbed(prompt, want, "right")]))
+    assert got.token_ids == want
+    assert got.stats.accepted_per_step[0] == 1  # not trusted at first
+    assert got.stats.hits_by_source["workspace"] > 0
+    assert got.stats.steps < len(want) // 2
+
+
+def test_drafts_longer_than_the_ngram(model):
+    """Prompt, suffix and workspace drafts are not bound to the Jacobi n-gram size: one pass can accept more."""
+    prompt = prompts(1, seed=12)[0]
+    want = greedy(model, DecodeRequest(prompt, max_new_tokens=40))
+    for length, most in ((4, 4), (15, 15)):
+        cfg = LookaheadConfig(ngram=5, draft_len=length, verify=1, prompt_drafts=False, jacobi=False)
+        got = LookaheadDecoder(model, cfg, GPU).generate(
+            DecodeRequest(prompt, 40, drafts=[Perturbed(prompt, want, "right")])
+        )
+        assert got.token_ids == want
+        assert max(got.stats.accepted_per_step) == most + 1  # the draft and the model's next token
+
+
+class CancelAfter(CancelToken):
+    """A cancel token that turns cancelled after it has been asked ``reads`` times (mid-pass, between layers)."""
+
+    def __init__(self, reads: int) -> None:
+        super().__init__()
+        self.reads = reads
+
+    @property
+    def cancelled(self) -> bool:
+        self.reads -= 1
+        if self.reads < 0:
+            self.cancel()
+        return super().cancelled
+
+
+@pytest.mark.parametrize("reads", [1, 2])  # the tiny model's layer 0 or layer 1 (one read before the chunk)
+def test_a_cancel_stops_a_pass_between_layers_and_keeps_the_cache_whole(model, reads):
+    """Cancelled inside a prefill chunk or a decoding pass: the pass stops at the next layer, no entry of it
+    stays, and the next request on the same cache decodes exactly as greedy."""
+    from decoder.forward import prefill
+    from decoder.kv import PrefixKV
+
+    prompt = prompts(1, seed=19)[0]
+    want = greedy(model, DecodeRequest(prompt, max_new_tokens=16))
+    kv = PrefixKV()
+    prefill(model, kv, prompt[:4])
+    assert prefill(model, kv, prompt[4:], CancelAfter(reads)) is None
+    assert len(kv) == 4 and kv.cache.get_seq_length() == 4
+    assert {layer.keys.shape[-2] for layer in kv.cache.layers} == {4}
+    for decoder in (GreedyDecoder(model), LookaheadDecoder(model, LookaheadConfig(), GPU)):
+        # prefill: 4 reads (chunk, 2 layers, after); each step: 1 before, then one per layer
+        stopped = decoder.generate(DecodeRequest(prompt, 16, cancel=CancelAfter(4 + 3 * 2 + reads)))
+        assert stopped.stats.finish_reason == "cancelled" and len(stopped.token_ids) < 16
+        assert {layer.keys.shape[-2] for layer in decoder.kv.cache.layers} == {len(decoder.kv)}
+        assert decoder.generate(DecodeRequest(prompt, 16)).token_ids == want
+
+
+def test_a_cheaper_prefill_model_keeps_lookahead_equal_to_greedy():
+    """Prompts prefilled by a float32 copy of the float64 model (as bfloat16 prefills for float32 on a CPU):
+    the copy does the prefill, the cache is handed back in the decoding precision, and greedy and lookahead
+    decoding after that shared prefill still agree token for token."""
+    from decoder.forward import use_prefill_model
+
+    model = make_tiny_qwen2(vocab_size=VOCAB, seed=5)
+    fast = make_tiny_qwen2(vocab_size=VOCAB, seed=5, dtype=torch.float32)
+    runs = []
+    fast.model.layers[0].register_forward_pre_hook(lambda *_: runs.append(1))
+    use_prefill_model(model, fast)
+    try:
+        for i, prompt in enumerate(prompts(3, seed=21)):
+            want = GreedyDecoder(model).generate(DecodeRequest(prompt, 24))
+            got = LookaheadDecoder(model, LookaheadConfig(), GPU).generate(
+                DecodeRequest(prompt, 24, drafts=[Perturbed(prompt, want.token_ids, "partial", seed=i)])
+            )
+            assert got.token_ids == want.token_ids
+        assert len(runs) == 6  # every prefill ran on the copy (one chunk each), no decoding pass did
+        decoder = GreedyDecoder(model)
+        decoder.generate(DecodeRequest(prompts(1, seed=22)[0], 4))
+        assert {layer.keys.dtype for layer in decoder.kv.cache.layers} == {torch.float64}
+    finally:
+        use_prefill_model(model, None)

@@ -69,6 +69,19 @@ def test_device_and_dtype_resolution() -> None:
     assert resolve_dtype(torch.float16, cpu) == torch.float16
 
 
+def test_prefill_dtype_resolution() -> None:
+    from decoder.model import resolve_prefill_dtype
+
+    cpu, cuda = torch.device("cpu"), torch.device("cuda")
+    assert resolve_prefill_dtype("auto", cpu, torch.float32, native_bf16=True) == torch.bfloat16
+    assert resolve_prefill_dtype("auto", cpu, torch.float32, native_bf16=False) is None  # emulated bf16 is slow
+    assert resolve_prefill_dtype("auto", cuda, torch.bfloat16, native_bf16=True) is None
+    assert resolve_prefill_dtype("auto", cpu, torch.bfloat16, native_bf16=True) is None  # already bf16
+    assert resolve_prefill_dtype("same", cpu, torch.float32, native_bf16=True) is None
+    assert resolve_prefill_dtype("float16", cpu, torch.float32) == torch.float16
+    assert resolve_prefill_dtype("float32", cpu, torch.float32) is None
+
+
 def test_configure_torch_threads() -> None:
     before = torch.get_num_threads()
     try:

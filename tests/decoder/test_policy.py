@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from decoder.drafts import Draft
-from decoder.policy import AcceptanceModel, CostModel, node_probabilities, select
+from decoder.policy import CPU_COST, AcceptanceModel, CostModel, node_probabilities, select
 
 
 def test_siblings_exclude_each_other():
@@ -101,3 +101,15 @@ def test_g_by_device_and_max_drafts():
     one = select(drafts, AcceptanceModel(), CostModel.for_device("cuda"), 56, max_drafts=1)
     assert [d.tokens for d in one.drafts] == [(1, 2, 3)]  # the likeliest draft alone: a chain, no tree
     assert len(select(drafts, AcceptanceModel(), CostModel.for_device("cuda"), 56).drafts) == 3
+
+
+def test_the_same_draft_from_two_sources_counts_at_its_likelier_source():
+    """One slot (G=1), the same tokens from a source with a poor record and one with a good record: the good
+    record decides, and on a CPU the draft is worth a pass."""
+    acceptance = AcceptanceModel()
+    poor, good = Draft(tuple(range(7)), "prompt", 4), Draft(tuple(range(7)), "workspace", 4)
+    for _ in range(3):
+        acceptance.observe(poor, offered=7, accepted=0)
+    assert acceptance.q(poor) < acceptance.q(good)
+    picked = select([poor, good], acceptance, CostModel(CPU_COST, adaptive=False), 7, max_drafts=1)
+    assert [d.source for d in picked.drafts] == ["workspace"]
