@@ -104,6 +104,17 @@ class StopRules:
         """The char index where ``completion`` must be cut, or ``None`` to go on decoding."""
         return _find_cut(completion, self, final=False)
 
+    def complete_lines(self, completion: str) -> int | None:
+        """Where ``completion`` ends if it must end now: after its last line that has code and closes every
+        bracket opened before it (None: no such line yet)."""
+        brackets = _brackets(completion, self.shape)
+        end = completion.rfind("\n")
+        while end > 0 and completion[:end].strip():
+            if brackets.depth_at(end) <= 0:
+                return end
+            end = completion.rfind("\n", 0, end)
+        return None
+
     def final_cut(self, completion: str) -> int:
         """Like :meth:`check` for a finished completion: its last line is complete; no cut is its length."""
         cut = _find_cut(completion, self, final=True)
@@ -256,12 +267,6 @@ def text_decoder(tokenizer: Any) -> Callable[[Sequence[int]], str]:
     return decode
 
 
-def last_line_end(text: str) -> int | None:
-    """Where a completion out of time ends: after its last complete line with code on it (None: none yet)."""
-    end = text.rfind("\n")
-    return end if end >= 0 and text[:end].strip() else None  # blank lines only: the first is still being written
-
-
 def make_stop_fn(
     decode: Callable[[Sequence[int]], str],
     rules: StopRules,
@@ -273,8 +278,8 @@ def make_stop_fn(
     ``healed_text``: characters before the cursor that token healing removed from the prompt; the generated
     text starts with them, and the rules apply to what follows. The text is decoded whole at each step
     (cheap for a few hundred tokens) and checked only when it grew.
-    ``out_of_time``: once it says so, a completion ends at its next line end (:func:`last_line_end`), so a
-    block on a slow device shows the lines it has instead of waiting for the rest.
+    ``out_of_time``: once it says so, a completion ends at its next complete line
+    (:meth:`StopRules.complete_lines`), so a block on a slow device shows the lines it has instead of waiting.
     """
     last = {"length": -1}
 
@@ -286,7 +291,7 @@ def make_stop_fn(
         visible = strip_healed(text, healed_text)
         cut = rules.check(visible)
         if cut is None and out_of_time is not None and "\n" in visible and out_of_time():
-            cut = last_line_end(visible)
+            cut = rules.complete_lines(visible)
         if cut is None:
             return None
         return _tokens_to_keep(decode, tokens, len(healed_text) + cut)

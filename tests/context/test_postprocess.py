@@ -230,10 +230,13 @@ def test_out_of_time_a_block_ends_at_its_next_line_end() -> None:
     assert fresh([0, 1]) is None  # the first line is still being written
 
 
-def test_last_line_end() -> None:
-    from context.postprocess import last_line_end
-
-    assert last_line_end("x = 1\n    y") == 5
-    assert last_line_end("x = 1\ny = 2\nz") == 11
-    assert last_line_end("\n   \n") is None
-    assert last_line_end("x = 1") is None
+def test_complete_lines_ends_after_a_closed_statement() -> None:
+    shape, suffix = split("def f(a):\n    |\n", "python")
+    rules = StopRules(shape, suffix)
+    assert rules.complete_lines("x = 1\n    y") == 5
+    assert rules.complete_lines("x = 1\ny = 2\nz") == 11
+    assert rules.complete_lines("\n   \n") is None
+    assert rules.complete_lines("x = 1") is None
+    assert rules.complete_lines("call(\n    a,\n") is None  # inside the call's brackets: not a statement yet
+    assert rules.complete_lines("x = 1\ncall(\n    a,\n") == 5
+    assert rules.complete_lines("call(\n    a,\n)\nmore") == 14
