@@ -47,11 +47,12 @@ class Preempted(Exception):
 
 
 @contextmanager
-def preemptible(model: torch.nn.Module, cancel: CancelToken | None) -> Iterator[None]:
+def preemptible(model: torch.nn.Module, kv: PrefixKV, cancel: CancelToken | None) -> Iterator[None]:
     """Within this block a forward pass raises :class:`Preempted` at the next layer once ``cancel`` is set.
 
     A prefill chunk on a CPU takes up to a second; between layers a newer keystroke waits a few milliseconds.
-    The caller drops the entries the stopped pass left in some layers (:meth:`PrefixKV.restore`)."""
+    Before :class:`Preempted` leaves the block, ``kv`` drops the entries the stopped pass left in some layers
+    (:meth:`PrefixKV.restore`)."""
     layers = getattr(getattr(model, "model", model), "layers", None)
     if cancel is None or not isinstance(layers, torch.nn.ModuleList):
         yield
@@ -64,6 +65,9 @@ def preemptible(model: torch.nn.Module, cancel: CancelToken | None) -> Iterator[
     handles = [layer.register_forward_pre_hook(check) for layer in layers]
     try:
         yield
+    except Preempted:
+        kv.restore()
+        raise
     finally:
         for handle in handles:
             handle.remove()
@@ -139,17 +143,16 @@ def _prefill(
     model: torch.nn.Module, kv: PrefixKV, tokens: Sequence[int], cancel: CancelToken | None, chunk_size: int
 ) -> torch.Tensor | None:
     logits: torch.Tensor | None = None
-    for start in range(0, len(tokens), chunk_size):
-        if cancel is not None and cancel.cancelled:
-            return None
-        chunk = tokens[start : start + chunk_size]
-        try:
-            with preemptible(model, cancel):
+    try:
+        with preemptible(model, kv, cancel):
+            for start in range(0, len(tokens), chunk_size):
+                if cancel is not None and cancel.cancelled:
+                    return None
+                chunk = tokens[start : start + chunk_size]
                 logits = forward(model, kv, chunk, last_only=True)[-1]
-        except Preempted:
-            kv.restore()
-            return None
-        kv.append(chunk)
+                kv.append(chunk)
+    except Preempted:
+        return None
     return logits
 
 

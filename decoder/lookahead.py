@@ -107,11 +107,12 @@ class _Run:
 
         Without this, a source whose estimate fell below the cost of a wider pass is never verified again in
         this generation, however right its drafts turn out to be; the committed text settles them for free."""
-        taken = {(d.source, d.tokens[:1]) for d in verified} | {(d.source, ()) for d, _ in self.shadows}
+        checked = {(d.source, d.tokens[:1]) for d in verified}
+        followed = {d.source for d, _ in self.shadows}
         for draft in found:
-            if (draft.source, draft.tokens[:1]) not in taken and (draft.source, ()) not in taken:
+            if draft.source not in followed and (draft.source, draft.tokens[:1]) not in checked:
                 self.shadows.append((draft, len(self.context)))
-                taken.add((draft.source, ()))
+                followed.add(draft.source)
 
     def _settle_shadows(self) -> None:
         waiting = []

@@ -114,18 +114,16 @@ def drive(
     t0 = time.perf_counter()
     stepper = make_stepper(gen)
     pending = [pick(logits, gen.allowed())]
-    while True:
-        committed = gen.commit(pending)
-        stepper.extend(gen.tokens[len(gen.tokens) - committed :])
-        if gen.done() or gen.cancelled():
-            break
-        try:
-            with preemptible(model, request.cancel):
+    try:
+        with preemptible(model, kv, request.cancel):
+            while True:
+                committed = gen.commit(pending)
+                stepper.extend(gen.tokens[len(gen.tokens) - committed :])
+                if gen.done() or gen.cancelled():
+                    break
                 pending = stepper.step()
-        except Preempted:  # a newer request: stop mid-pass, drop what the pass had written
-            kv.restore()
-            gen.finish = "cancelled"
-            break
+    except Preempted:  # a newer request stopped a pass mid-way; the cache is back to its last whole state
+        gen.finish = "cancelled"
     gen.stats.decode_ms = (time.perf_counter() - t0) * 1000
     return DecodeResult(gen.tokens, gen.result_stats())
 
