@@ -33,6 +33,7 @@ from typing import Any
 import torch
 
 from decoder import attention
+from decoder.cpu_linear import use_onednn_linear
 from decoder.embedded import EmbeddedModelError, ProgressFn, prepare_embedded, prepare_gguf
 
 logger = logging.getLogger(__name__)
@@ -272,12 +273,13 @@ def load_model(
 
 
 def prepare_for_inference(model: Any, device: torch.device, attn_implementation: str = ATTN_IMPLEMENTATION) -> None:
-    """Eval mode, no gradients, the decoders' attention, and on a CPU the matrix-vector-friendly weight layout."""
+    """Eval mode, no gradients, the decoders' attention, and on a CPU oneDNN's linear kernels
+    (:mod:`decoder.cpu_linear`), or where those are missing the matrix-vector-friendly weight layout."""
     model.eval()
     model.requires_grad_(False)
     if attn_implementation == ATTN_IMPLEMENTATION:
         model.set_attn_implementation(attention.register())
-    if device.type == "cpu":
+    if device.type == "cpu" and use_onednn_linear(model) == 0:
         transpose_linear_weights(model)
 
 

@@ -2,7 +2,7 @@
 
 ``python -m evaluation.pass_cost [--context 800] [--repeats 9]`` prints, for passes of 1 to 16 tokens after a
 context of ``--context`` tokens (masked, as lookahead steps are), the best and median milliseconds of the
-daemon's model (column-major Linear weights, packed-GQA attention: :func:`decoder.model.prepare_for_inference`)
+daemon's model (oneDNN linear kernels, packed-GQA attention: :func:`decoder.model.prepare_for_inference`)
 and of the same weights as transformers leaves them (row-major, its "sdpa"), interleaved so that both see
 the same machine load; and an 800-token prefill for each.
 """
@@ -24,9 +24,10 @@ SIZES = (1, 2, 3, 4, 6, 8, 12, 16)
 
 
 def as_transformers_loads_it(model: torch.nn.Module) -> None:
-    """Undo the daemon's preparation: row-major Linear weights, transformers' own sdpa attention."""
+    """Undo the daemon's preparation: PyTorch's own Linear, row-major weights, transformers' own sdpa attention."""
     for module in model.modules():
         if isinstance(module, torch.nn.Linear):
+            module.__class__ = torch.nn.Linear
             module.weight = torch.nn.Parameter(module.weight.detach().contiguous(), requires_grad=False)
     model.set_attn_implementation("sdpa")  # type: ignore[operator]
 

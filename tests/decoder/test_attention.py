@@ -1,10 +1,11 @@
-"""The decoders' attention and CPU weight layout compute what transformers' own path computes."""
+"""The decoders' attention, CPU weight layout and CPU linear kernels compute what transformers' own path computes."""
 
 from __future__ import annotations
 
 import torch
 from transformers import DynamicCache
 
+from decoder.cpu_linear import OneDnnLinear, use_onednn_linear
 from decoder.model import transpose_linear_weights
 from tests.tiny_model import make_tiny_qwen2, random_qwen2
 
@@ -66,3 +67,26 @@ def test_transposed_weights_keep_values_shapes_and_ties() -> None:
             assert p.stride() == (1, p.shape[0])  # column-major
     with torch.inference_mode():
         torch.testing.assert_close(model(input_ids=ids).logits, expected)
+
+
+def test_onednn_linears_keep_weights_ties_and_logits() -> None:
+    model = random_qwen2(512, seed=2, dtype=torch.float32)
+    weights = {name: p for name, p in model.named_parameters()}
+    ids = torch.tensor([[1, 2, 3, 4, 5, 6, 7]])
+    with torch.inference_mode():
+        expected = model(input_ids=ids).logits
+    changed = use_onednn_linear(model)
+    assert changed == sum(isinstance(m, torch.nn.Linear) for m in model.modules()) > 0
+    assert all(type(m) is OneDnnLinear for m in model.modules() if isinstance(m, torch.nn.Linear))
+    assert model.lm_head.weight is model.model.embed_tokens.weight  # still tied: nothing copied
+    assert all(p is weights[name] for name, p in model.named_parameters())
+    with torch.inference_mode():
+        got = model(input_ids=ids).logits
+    torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-4)
+    assert use_onednn_linear(model) == 0  # nothing plain left to change
+
+
+def test_float64_keeps_the_default_linear() -> None:
+    model = random_qwen2(512, seed=2)  # oneDNN has no float64 kernel: the model is left as it is
+    assert use_onednn_linear(model) == 0
+    assert not any(isinstance(m, OneDnnLinear) for m in model.modules())

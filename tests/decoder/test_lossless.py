@@ -77,6 +77,20 @@ def test_lookahead_equals_greedy(model, mode, w, n, g):
             assert got.stats.new_tokens == len(want)
 
 
+@pytest.mark.parametrize("mode", ["right", "partial", "wrong"])
+def test_lookahead_equals_greedy_in_float32_on_onednn_linears(mode):
+    """The daemon's CPU model: float32 with oneDNN's linear kernels, whose one-row and many-row products round
+    differently; a multi-token pass must still pick the tokens one-token passes pick."""
+    fp32 = make_tiny_qwen2(vocab_size=VOCAB, seed=9, dtype=torch.float32)
+    assert any(type(m).__name__ == "OneDnnLinear" for m in fp32.modules())
+    for i, prompt in enumerate(prompts(6, seed=21)):
+        want = greedy(fp32, DecodeRequest(prompt, max_new_tokens=40))
+        got = LookaheadDecoder(fp32, LookaheadConfig(), GPU).generate(
+            DecodeRequest(prompt, 40, drafts=[Perturbed(prompt, want, mode, seed=i)])
+        )
+        assert got.token_ids == want, (mode, i)
+
+
 def test_right_drafts_take_fewer_passes(model):
     prompt = prompts(1, seed=7)[0]
     want = greedy(model, DecodeRequest(prompt, max_new_tokens=48))
