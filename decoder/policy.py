@@ -17,18 +17,18 @@ from dataclasses import dataclass, field
 from decoder.drafts import Draft
 
 # Relative pass cost by number of tokens: the default where nothing was measured. CPU: this 2-core AVX-512 machine,
-# the embedded 0.5B model in fp32 with column-major weights, 800 tokens in the cache, best of 9 (docs/benchmarks.md).
-# The dip after 3 is real: MKL's matrix product for 2-3 rows is slower than for 4-8 on two threads.
+# the embedded 0.5B model in fp32 on oneDNN's linear kernels (decoder/cpu_linear.py), 800 tokens in the cache,
+# best of 7 (`python -m evaluation.pass_cost`, docs/benchmarks.md); 32 from a separate run.
 CPU_COST: tuple[tuple[int, float], ...] = (
     (1, 1.0),
-    (2, 1.80),
-    (3, 2.55),
-    (4, 1.98),
-    (6, 2.19),
-    (8, 2.21),
-    (12, 2.70),
-    (16, 2.68),
-    (32, 4.2),
+    (2, 1.33),
+    (3, 1.40),
+    (4, 1.42),
+    (6, 1.51),
+    (8, 1.62),
+    (12, 1.77),
+    (16, 1.87),
+    (32, 2.7),
 )
 # A GPU at batch 1 is memory-bound: a pass of 64 tokens costs about as much as one of 1.
 GPU_COST: tuple[tuple[int, float], ...] = ((1, 1.0), (64, 1.08), (256, 1.6))
@@ -44,45 +44,66 @@ class CostModel:
     """
 
     points: tuple[tuple[int, float], ...] = CPU_COST
-    level: float = 1.0  # live correction of multi-token passes: observed / predicted relative cost
+    levels: list[float] = field(default_factory=list)  # live correction per timed size: observed / table
     one_token_seconds: float | None = None  # running mean of observed one-token passes
     adaptive: bool = True  # False: :meth:`observe` changes nothing (a fixed table, as tests want)
+
+    def __post_init__(self) -> None:
+        if len(self.levels) != len(self.points):
+            self.levels = [1.0] * len(self.points)
 
     @classmethod
     def for_device(cls, device_type: str) -> CostModel:
         return cls(CPU_COST if device_type in ("cpu", "mps") else GPU_COST)
 
     def observe(self, n: int, seconds: float, weight: float = 0.1) -> None:
-        """A pass of ``n`` tokens took ``seconds``: keep the table's shape, correct its level from live passes.
+        """A pass of ``n`` tokens took ``seconds``: correct the table at the sizes around ``n``.
 
-        The start-up timing runs after a short context; real prompts hold hundreds of tokens, and the machine's
-        load changes. A pass of one token updates the base time; a wider pass the ratio of its time to the
-        base's against the table's (exponential running means, clamped to a sane range)."""
+        The start-up timing is one pass per size after a short context, on a machine whose load changes; real
+        prompts hold hundreds of tokens. A pass of one token updates the base time; a wider pass moves the
+        levels of the timed sizes on either side of ``n`` (by their share of the interpolation) towards its
+        observed ratio to the base (exponential running means, clamped to a sane range), so that a size timed
+        badly at start-up is put right by the passes of that size, and the shape the others show is kept."""
         if not self.adaptive:
             return
         if n <= 1:
             base = self.one_token_seconds
             self.one_token_seconds = seconds if base is None else base + weight * (seconds - base)
-        elif self.one_token_seconds:
-            ratio = seconds / self.one_token_seconds / self._table(n)
-            self.level = min(3.0, max(0.5, self.level + weight * (ratio - self.level)))
+            return
+        if not self.one_token_seconds:
+            return
+        ratio = seconds / self.one_token_seconds / self.interpolated(n)
+        for i, share in self._bracket(n):
+            moved = self.levels[i] * (1.0 + weight * share * (ratio - 1.0))
+            self.levels[i] = min(3.0, max(0.33, moved))
 
     def interpolated(self, n: int) -> float:
-        """Relative cost of a pass of exactly ``n`` tokens (the table scaled by the live level)."""
-        return 1.0 if n <= 1 else self._table(n) * self.level
+        """Relative cost of a pass of exactly ``n`` tokens (the table with its live levels)."""
+        if n <= 1:
+            return 1.0
+        return sum(share * self.points[i][1] * self.levels[i] for i, share in self._bracket(n)) + self._beyond(n)
 
-    def _table(self, n: int) -> float:
+    def _bracket(self, n: int) -> list[tuple[int, float]]:
+        """The timed sizes whose values make up the cost of ``n`` tokens, with their interpolation shares."""
         xs = [p[0] for p in self.points]
         i = bisect.bisect_left(xs, n)
         if i < len(xs) and xs[i] == n:
-            return self.points[i][1]
+            return [(i, 1.0)]
         if i == 0:
-            return self.points[0][1]
+            return [(0, 1.0)]
         if i == len(xs):
-            (x0, y0), (x1, y1) = self.points[-2] if len(xs) > 1 else (0, 0.0), self.points[-1]
-            return y1 + max(0.0, (y1 - y0) / (x1 - x0)) * (n - x1)
-        (x0, y0), (x1, y1) = self.points[i - 1], self.points[i]
-        return y0 + (y1 - y0) * (n - x0) / (x1 - x0)
+            return [(len(xs) - 1, 1.0)]
+        x0, x1 = xs[i - 1], xs[i]
+        share = (n - x0) / (x1 - x0)
+        return [(i - 1, 1.0 - share), (i, share)]
+
+    def _beyond(self, n: int) -> float:
+        """Past the largest timed size: the last segment's slope (never negative) times the extra tokens."""
+        if len(self.points) < 2 or n <= self.points[-1][0]:
+            return 0.0
+        (x0, y0), (x1, y1) = self.points[-2], self.points[-1]
+        y0, y1 = y0 * self.levels[-2], y1 * self.levels[-1]
+        return max(0.0, (y1 - y0) / (x1 - x0)) * (n - x1)
 
     def pass_size(self, n: int) -> int:
         """How many tokens a pass that must verify ``n`` should hold: ``n``, or a timed larger size no dearer."""

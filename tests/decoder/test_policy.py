@@ -23,7 +23,7 @@ def test_cpu_verifies_less_than_gpu():
     cpu_tokens = sum(len(d.tokens) for d in cpu.drafts)
     gpu_tokens = sum(len(d.tokens) for d in gpu.drafts)
     assert cpu_tokens < gpu_tokens
-    assert cpu_tokens <= 4  # eight weak one-token-match drafts are not worth a wide pass on a CPU
+    assert cpu_tokens < len(drafts)  # on a CPU not even the first token of each weak draft is worth its share
 
 
 def test_acceptance_learns_from_misses():
@@ -76,6 +76,22 @@ def test_live_passes_correct_the_cost_level():
         cost.observe(8, 0.330)  # 3.3x a one-token pass where the table said 2.2x
     assert cost.interpolated(8) == pytest.approx(3.3, rel=0.05)
     assert cost.interpolated(1) == 1.0 and cost.pass_size(3) == 4  # the shape is kept
+
+
+def test_a_size_timed_badly_at_start_up_is_put_right_by_its_own_passes():
+    # start-up timing caught a busy moment at 2 and 3 tokens: 2.2x and 2.5x, where passes really cost 1.5x
+    cost = CostModel(((1, 1.0), (2, 2.2), (3, 2.5), (4, 1.6), (8, 1.8)))
+    assert cost.pass_size(2) == 4  # as timed, a pass of 2 would be padded to 4
+    for _ in range(60):
+        cost.observe(1, 0.100)
+        cost.observe(2, 0.150)
+        cost.observe(3, 0.155)
+    assert cost.interpolated(2) == pytest.approx(1.5, rel=0.05)
+    assert cost.interpolated(3) == pytest.approx(1.55, rel=0.05)
+    assert cost.pass_size(2) == 2 and cost.pass_size(3) == 3
+    assert cost.interpolated(8) == pytest.approx(1.8)  # sizes never seen keep their timing
+    cost.observe(6, 0.250)  # between two timed sizes: both move, by their share
+    assert cost.levels[3] > 1.0 and cost.levels[4] > 1.0
 
 
 def test_misses_in_this_generation_lower_acceptance_at_once():
