@@ -272,6 +272,7 @@ def make_stop_fn(
     rules: StopRules,
     healed_text: str = "",
     out_of_time: Callable[[], bool] | None = None,
+    line_end: WordEnd | None = None,
 ) -> StopFn:
     """Adapt ``rules`` to the decoder's :data:`~decoder.types.StopFn` (tokens in, tokens to keep out).
 
@@ -280,6 +281,8 @@ def make_stop_fn(
     (cheap for a few hundred tokens) and checked only when it grew.
     ``out_of_time``: once it says so, a completion ends at its next complete line
     (:meth:`StopRules.complete_lines`), so a block on a slow device shows the lines it has instead of waiting.
+    ``line_end``: once its clock says so, a completion still on its first line ends where its current word
+    does (:class:`WordEnd`), so a long line on a slow device shows the words it has.
     """
     last = {"length": -1}
 
@@ -292,8 +295,50 @@ def make_stop_fn(
         cut = rules.check(visible)
         if cut is None and out_of_time is not None and "\n" in visible and out_of_time():
             cut = rules.complete_lines(visible)
+        if cut is None and line_end is not None and "\n" not in visible:
+            cut = line_end.cut(visible)
         if cut is None:
             return None
         return _tokens_to_keep(decode, tokens, len(healed_text) + cut)
 
     return stop
+
+
+class WordEnd:
+    """Where a line that ran out of time ends: at the end of the word it was writing when time ran out.
+
+    The first :meth:`cut` after ``out_of_time`` says so notes where the text's trailing word starts (its end,
+    if the text ends in a space or punctuation); from then on the cut is the first non-word character at or
+    after that point, so a word is never cut in two (``compute_to`` could become ``compute_total``: one more
+    step tells). Nothing is cut before the text holds a non-blank character. The decoder keeps whole tokens,
+    so :meth:`apply` cuts the final text at the same place (``cut_at``)."""
+
+    def __init__(self, out_of_time: Callable[[], bool]) -> None:
+        self.out_of_time = out_of_time
+        self.start: int | None = None
+        self.cut_at: int | None = None
+
+    def cut(self, text: str) -> int | None:
+        if self.start is None:
+            if not text.strip() or not self.out_of_time():
+                return None
+            end = len(text)
+            while end > 0 and _is_word_char(text[end - 1]):
+                end -= 1
+            self.start = end
+            if end == len(text):
+                self.cut_at = len(text.rstrip())
+                return self.cut_at
+        for i in range(self.start, len(text)):
+            if not _is_word_char(text[i]):
+                self.cut_at = i
+                return i
+        return None
+
+    def apply(self, text: str) -> str:
+        """``text`` (the completion as decoded) cut where :meth:`cut` said, if it did."""
+        return text if self.cut_at is None else text[: self.cut_at]
+
+
+def _is_word_char(char: str) -> bool:
+    return char.isalnum() or char == "_"

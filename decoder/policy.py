@@ -32,6 +32,7 @@ CPU_COST: tuple[tuple[int, float], ...] = (
 )
 # A GPU at batch 1 is memory-bound: a pass of 64 tokens costs about as much as one of 1.
 GPU_COST: tuple[tuple[int, float], ...] = ((1, 1.0), (64, 1.08), (256, 1.6))
+PRIOR_SHARE = 0.5  # weight of the device's table against the start-up timing (CostModel.blended)
 
 
 @dataclass
@@ -115,6 +116,17 @@ class CostModel:
 
     def cost(self, n: int) -> float:
         return self.interpolated(self.pass_size(n))
+
+    def blended(self, prior: CostModel, share: float | None = None) -> CostModel:
+        """This table (a start-up timing) pulled towards ``prior`` (the device's default table) by ``share``.
+
+        One timed pass per size is a noisy sample on a busy machine: on this project's 2-core CPU, where an
+        8-token pass costs about 1.6 one-token passes, single timings ranged from 1.1x to 1.9x, and one run
+        timed 3 and 4 tokens cheaper than 1. A weighted geometric mean with the device's table keeps what the
+        timing says about this machine (a GPU stays near 1.0, a dip stays a dip) at half the noise; the live
+        passes (:meth:`observe`) then correct each size."""
+        w = PRIOR_SHARE if share is None else share
+        return CostModel(tuple((n, prior.interpolated(n) ** w * c ** (1.0 - w)) for n, c in self.points))
 
     @classmethod
     def measure(cls, run_pass, sizes: Sequence[int], repeats: int = 1) -> CostModel:

@@ -182,9 +182,15 @@ CASES = ("open", "typing", "newline")
 MODES: dict[str, dict[str, Any]] = {
     "on": {},  # the defaults: background prefill, the device's layout and budget
     "off": {"backgroundPrefill": False, "promptLayout": "psm"},
-    # also without the bf16 prefill and the multi-line deadline: the daemon before those (cancels still stop
-    # a pass between layers)
-    "plain": {"backgroundPrefill": False, "promptLayout": "psm", "prefillDtype": "same", "multilineDeadlineMs": None},
+    # also without the bf16 prefill and the deadlines: the daemon before those (cancels still stop a pass
+    # between layers)
+    "plain": {
+        "backgroundPrefill": False,
+        "promptLayout": "psm",
+        "prefillDtype": "same",
+        "multilineDeadlineMs": None,
+        "lineDeadlineMs": None,
+    },
 }
 
 

@@ -7,7 +7,10 @@ without. Each raw output is then scored three ways:
 - ``raw``: the decoded text as is (no stop rules, no trimming);
 - ``stop``: cut where the stop rules (``context/postprocess.py``) would have stopped decoding; the stop
   function is applied token by token to the raw tokens, which is exactly where it stops a greedy decode;
-- ``stop+trim``: that, then trimmed as the daemon trims before showing it.
+- ``stop+trim``: that, then trimmed as the daemon trims before showing it;
+- ``stop+trim+deadlines`` (with ``deadlines_after_ms``): what the daemon would show with its default deadlines
+  (``lineDeadlineMs``, ``multilineDeadlineMs``) on this machine, had decoding begun that many milliseconds
+  after the keystroke: the stop function is replayed over the decode's recorded step times (:class:`StepClock`).
 
 Metrics against the removed code (both sides with trailing whitespace stripped): exact match; edit
 similarity ``1 - Levenshtein / max(len)``; ``repeats suffix``: a line of the completion equals the first
@@ -28,6 +31,7 @@ from evaluation.speed import ContextBuilder, Progress
 from evaluation.workloads import Hole
 
 VARIANTS = ("raw", "stop", "stop+trim")
+DEADLINE_VARIANT = "stop+trim+deadlines"
 MIN_SUFFIX_LINE = 4
 
 
@@ -110,6 +114,46 @@ def stop_point(stop: Callable[[Sequence[int]], int | None], tokens: Sequence[int
 
 
 @dataclass
+class StepClock:
+    """A stop callback that stops nothing: it notes when the decoder reached each length (once per step)."""
+
+    times: list[tuple[int, float]] = field(default_factory=list)
+
+    def __call__(self, tokens: Sequence[int]) -> int | None:
+        self.times.append((len(tokens), time.perf_counter()))
+        return None
+
+
+def with_deadlines(
+    make_stop: Callable[[Callable[[], bool] | None, Any], Callable[[Sequence[int]], int | None]],
+    tokens: Sequence[int],
+    clock: StepClock,
+    key_time: float,
+    line_ms: int | None,
+    block_ms: int | None,
+) -> tuple[int, Any]:
+    """Replay a decode's steps against the daemon's deadlines counted from ``key_time``: (tokens kept, the
+    :class:`~context.postprocess.WordEnd` that cuts the kept text, or None). ``make_stop(out_of_time,
+    line_end)`` builds the daemon's stop function."""
+    from context.postprocess import WordEnd
+
+    now = [key_time]
+
+    def late(ms: int | None) -> Callable[[], bool] | None:
+        return None if ms is None else (lambda: (now[0] - key_time) * 1000.0 >= ms)
+
+    line_clock = late(line_ms)
+    line_end = WordEnd(line_clock) if line_clock is not None else None
+    stop = make_stop(late(block_ms), line_end)
+    for length, at in clock.times:
+        now[0] = at
+        keep = stop(tokens[:length])
+        if keep is not None:
+            return max(keep, 0), line_end
+    return len(tokens), line_end
+
+
+@dataclass
 class QualityResult:
     meta: dict[str, Any]
     holes: list[Hole]
@@ -146,7 +190,7 @@ def summarize_quality(result: QualityResult) -> list[QualitySummary]:
     rows = []
     for workload in [*result.groups, "all"]:
         for workspace in (True, False):
-            for variant in VARIANTS:
+            for variant in (*VARIANTS, DEADLINE_VARIANT):
                 group = [
                     s
                     for s in result.scored
@@ -178,8 +222,10 @@ def run_quality(
     eos_ids: frozenset[int],
     meta: dict[str, Any],
     progress: Progress | None = None,
+    deadlines_after_ms: float | None = None,
 ) -> QualityResult:
-    """Decode each hole with and without workspace context and score every variant."""
+    """Decode each hole with and without workspace context and score every variant (with
+    ``deadlines_after_ms``, also :data:`DEADLINE_VARIANT`)."""
     from context.healing import healing_constraint, strip_healed
     from context.postprocess import StopRules, make_stop_fn, text_decoder, trim
     from context.syntax import analyze
@@ -196,13 +242,16 @@ def run_quality(
         for workspace in (True, False):
             inputs = builder.inputs(hole, workspace)
             built = inputs.built
+            clock = StepClock()
             request = DecodeRequest(
                 inputs.prompt_ids,
                 max_new_tokens=max_new_tokens,
                 eos_ids=eos_ids,
+                stop=clock,
                 constraint=healing_constraint(tokenizer, built.healing) if built.healing else None,
                 drafts=inputs.drafts(),
             )
+            called = time.perf_counter()
             out = decoder.generate(request)
             kept = out.token_ids[: stop_point(make_stop_fn(decode, rules, built.healed_text), out.token_ids)]
             raw = strip_healed(decode(out.token_ids), built.healed_text)
@@ -213,6 +262,23 @@ def run_quality(
                 "stop": stopped,
                 "stop+trim": trim(stopped, shape, hole.suffix, truncated=truncated),
             }
+            if deadlines_after_ms is not None:
+                from lsp_server.config import Config
+
+                config = Config()
+                key_time = called + (out.stats.prefill_ms - deadlines_after_ms) / 1000.0
+                n, line_end = with_deadlines(
+                    lambda late, end: make_stop_fn(decode, rules, built.healed_text, late, end),  # noqa: B023
+                    out.token_ids,
+                    clock,
+                    key_time,
+                    config.line_deadline_ms,
+                    config.multiline_deadline_ms,
+                )
+                shown = strip_healed(decode(out.token_ids[:n]), built.healed_text)
+                shown = line_end.apply(shown) if line_end is not None else shown
+                cut_short = n == len(out.token_ids) and out.stats.finish_reason == "length"
+                completions[DEADLINE_VARIANT] = trim(shown, shape, hole.suffix, truncated=cut_short)
             for variant, completion in completions.items():
                 result.scored.append(score(hole, completion, workspace, variant))
         if progress is not None:

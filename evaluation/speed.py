@@ -16,6 +16,7 @@ reported apart (our decoders reuse the KV prefix of their previous call, transfo
 
 from __future__ import annotations
 
+import copy
 import math
 import re
 import time
@@ -258,7 +259,8 @@ def run_bench(
         raise ValueError("the first configuration must be plain greedy, the reference")
     cost = measure_cost(model)
     meta["cost_model"] = [[n, round(c, 3)] for n, c in cost.points]
-    decoders = {c.name: c.build(model, cost) for c in configs}
+    # each configuration corrects its own copy from its passes (a shared one would carry one's into the next)
+    decoders = {c.name: c.build(model, copy.deepcopy(cost)) for c in configs}
     result = BenchResult(meta, [c.name for c in configs], list(holes))
     if not holes:
         return result

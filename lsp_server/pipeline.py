@@ -130,11 +130,14 @@ class StageClock:
 def complete(snapshot: Snapshot, engine: Engine, cancel: CancelToken, queue_ms: float = 0.0) -> Completion:
     """Complete at ``snapshot``; a cancelled run returns what it has (the caller drops it)."""
     from context.healing import healing_constraint, strip_healed
-    from context.postprocess import StopRules, make_stop_fn, text_decoder, trim
+    from context.postprocess import StopRules, WordEnd, make_stop_fn, text_decoder, trim
     from context.syntax import analyze
 
     clock = StageClock(queue=queue_ms)
-    out_of_time = deadline(engine.config.multiline_deadline_ms, time.perf_counter() - queue_ms / 1000.0)
+    key_time = time.perf_counter() - queue_ms / 1000.0
+    out_of_time = deadline(engine.config.multiline_deadline_ms, key_time)
+    line_out_of_time = deadline(engine.config.line_deadline_ms, key_time)
+    line_end = WordEnd(line_out_of_time) if line_out_of_time is not None else None
     tokenizer = engine.model.tokenizer
     doc, offset = snapshot.doc, snapshot.offset
     suffix = doc.text[offset : offset + SUFFIX_CHARS]
@@ -143,7 +146,7 @@ def complete(snapshot: Snapshot, engine: Engine, cancel: CancelToken, queue_ms: 
         shape = analyze(doc.text, offset, doc.language_id or None, str(snapshot.path))
         built = prompt_for(snapshot, engine)
         decode_text = text_decoder(tokenizer)
-        stop = make_stop_fn(decode_text, StopRules(shape, suffix), built.healed_text, out_of_time)
+        stop = make_stop_fn(decode_text, StopRules(shape, suffix), built.healed_text, out_of_time, line_end)
         constraint = healing_constraint(tokenizer, built.healing) if built.healing else None
         engine.set_current(doc.path)
 
@@ -163,6 +166,8 @@ def complete(snapshot: Snapshot, engine: Engine, cancel: CancelToken, queue_ms: 
 
     with clock.stage("postprocess"):
         raw = strip_healed(decode_text(result.token_ids), built.healed_text)
+        if line_end is not None:
+            raw = line_end.apply(raw)
         text = trim(raw, shape, suffix, truncated=result.stats.finish_reason == "length")
         edit = edit_for(doc, offset, text)
 

@@ -13,6 +13,14 @@ from lsp_server.commands.bench import add_workload_arguments, load, load_holes, 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_workload_arguments(parser, "fim,repo,midline", max_new_tokens=64)
     parser.add_argument("--no-heal", action="store_true", help="no token healing in the prompt")
+    parser.add_argument(
+        "--deadlines",
+        type=float,
+        default=None,
+        metavar="MS",
+        help="also score what the daemon shows with its default deadlines on this machine, had decoding begun "
+        "MS milliseconds after the keystroke (its prompt and prefill time: about 120 on a 2-core CPU)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -25,7 +33,12 @@ def run(args: argparse.Namespace) -> int:
     corpus, holes = load_holes(args)
     loaded = load(args)
     builder = ContextBuilder(corpus, loaded.tokenizer, args.token_budget, heal=not args.no_heal)
-    meta = {**run_meta(args, corpus, loaded), "decoder": "lookahead (greedy-identical)", "heal": not args.no_heal}
+    meta = {
+        **run_meta(args, corpus, loaded),
+        "decoder": "lookahead (greedy-identical)",
+        "heal": not args.no_heal,
+        "deadlines_after_ms": args.deadlines,
+    }
     result = run_quality(
         LookaheadDecoder(loaded.model),
         builder,
@@ -34,6 +47,7 @@ def run(args: argparse.Namespace) -> int:
         stop_token_ids(loaded.tokenizer),
         meta,
         progress,
+        args.deadlines,
     )
     print(quality_markdown(result))
     if args.out:

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from context.postprocess import StopRules, make_stop_fn, trim
+from context.postprocess import StopRules, WordEnd, make_stop_fn, trim
 from context.syntax import CompletionShape, analyze
 
 
@@ -228,6 +228,43 @@ def test_out_of_time_a_block_ends_at_its_next_line_end() -> None:
     fresh = make_stop_fn(tokens.decode, StopRules(shape, suffix), out_of_time=lambda: True)
     assert fresh([0]) is None  # a blank line alone is not a completion: wait for a line of code
     assert fresh([0, 1]) is None  # the first line is still being written
+
+
+def test_out_of_time_a_line_ends_where_its_current_word_ends() -> None:
+    shape, suffix = split("x = |\n", "python")
+    assert shape.kind == "line"
+    tokens = FakeTokens(["comp", "ute", "_total", "(a", ", b)\n"])
+    late = {"now": False}
+    line_end = WordEnd(lambda: late["now"])
+    stop = make_stop_fn(tokens.decode, StopRules(shape, suffix), line_end=line_end)
+    assert stop([0]) is None  # in time
+    late["now"] = True
+    assert stop([0, 1]) is None  # "compute" may go on: one more step tells
+    assert stop([0, 1, 2]) is None  # it did: "compute_total"
+    assert stop([0, 1, 2, 3]) == 3  # "(" ends the word: the tokens up to it are kept
+    assert line_end.apply(tokens.decode([0, 1, 2, 3])) == "compute_total"
+    inside = FakeTokens(["comp", "ute_total(a", ")"])
+    cut_inside = WordEnd(lambda: True)
+    stop = make_stop_fn(inside.decode, StopRules(shape, suffix), line_end=cut_inside)
+    assert stop([0]) is None
+    assert stop([0, 1]) == 2  # the token holding the word's end is kept whole ...
+    assert cut_inside.apply(inside.decode([0, 1])) == "compute_total"  # ... and the text cut inside it
+
+
+def test_out_of_time_a_line_at_a_word_boundary_ends_at_once_and_a_blank_one_waits() -> None:
+    shape, suffix = split("x = |\n", "python")
+    tokens = FakeTokens(["  ", "foo", "(", "bar", ")"])
+    line_end = WordEnd(lambda: True)
+    stop = make_stop_fn(tokens.decode, StopRules(shape, suffix), line_end=line_end)
+    assert stop([0]) is None  # nothing to show yet
+    assert stop([0, 1]) is None  # "foo" may go on
+    assert stop([0, 1, 2]) == 2
+    assert line_end.apply(tokens.decode([0, 1, 2])) == "  foo"
+    early = WordEnd(lambda: True)
+    assert early.cut("print(x, ") == len("print(x,")  # ends on punctuation and a space: cut now, no trailing blank
+    assert early.apply("print(x, y)") == "print(x,"
+    never = WordEnd(lambda: False)
+    assert never.cut("compute") is None and never.apply("compute_total") == "compute_total"
 
 
 def test_complete_lines_ends_after_a_closed_statement() -> None:

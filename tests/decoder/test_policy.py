@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from decoder.drafts import Draft
-from decoder.policy import CPU_COST, AcceptanceModel, CostModel, node_probabilities, select
+from decoder.policy import CPU_COST, AcceptanceModel, CostModel, default_verify, node_probabilities, select
 
 
 def test_siblings_exclude_each_other():
@@ -109,8 +109,6 @@ def test_misses_in_this_generation_lower_acceptance_at_once():
 
 
 def test_g_by_device_and_max_drafts():
-    from decoder.policy import default_verify
-
     assert default_verify(CostModel.for_device("cpu")) == 1
     assert default_verify(CostModel.for_device("cuda")) == 8
     drafts = [Draft((1, 2, 3), "suffix", 4), Draft((4, 5, 6), "prompt", 1), Draft((7, 8), "jacobi", 1)]
@@ -129,3 +127,18 @@ def test_the_same_draft_from_two_sources_counts_at_its_likelier_source():
     assert acceptance.q(poor) < acceptance.q(good)
     picked = select([poor, good], acceptance, CostModel(CPU_COST, adaptive=False), 7, max_drafts=1)
     assert [d.source for d in picked.drafts] == ["workspace"]
+
+
+def test_a_start_up_timing_is_pulled_towards_the_device_table():
+    cpu, gpu = CostModel.for_device("cpu"), CostModel.for_device("cuda")
+    # a busy moment at start-up timed wide passes nearly free on a CPU: alone it would pick G=8
+    lucky = CostModel(((1, 1.0), (2, 1.1), (4, 0.95), (8, 1.12), (16, 1.3)))
+    assert default_verify(lucky) == 8
+    blended = lucky.blended(cpu)
+    assert default_verify(blended) == 1
+    assert 1.12 < blended.interpolated(8) < cpu.interpolated(8)  # between the timing and the table
+    assert blended.pass_size(2) == 4  # the timed dip at 4 tokens is kept
+    # a GPU's timing stays a GPU's: wide passes cheap, G=8
+    timed_gpu = CostModel(((1, 1.0), (4, 1.02), (8, 1.05), (16, 1.08)))
+    assert default_verify(timed_gpu.blended(gpu)) == 8
+    assert timed_gpu.blended(gpu, share=0.0).points == timed_gpu.points

@@ -8,7 +8,15 @@ from pathlib import Path
 import pytest
 
 from decoder.types import DecodeStats
-from evaluation.quality import edit_similarity, levenshtein, repeats_suffix, runs_past_block, stop_point
+from evaluation.quality import (
+    StepClock,
+    edit_similarity,
+    levenshtein,
+    repeats_suffix,
+    runs_past_block,
+    stop_point,
+    with_deadlines,
+)
 from evaluation.speed import REFERENCE, BenchResult, Run, parse_decoders, summarize
 from evaluation.workloads import Hole
 from lsp_server.cli import main
@@ -41,6 +49,16 @@ def test_eval_end_to_end_writes_scored_completions(tiny_model_dir: Path, tmp_pat
     assert len(data["completions"]) == 12
     assert {row["variant"] for row in data["summary"]} == {"raw", "stop", "stop+trim"}
     assert (out / "eval.md").read_text().startswith("## Quality")
+    late = tmp_path / "late"
+    assert main([*argv, "--max-new-tokens", "8", "--deadlines", "5000", "--out", str(late)]) == 0
+    data = json.loads((late / "eval.json").read_text())
+    assert len(data["completions"]) == 16 and data["meta"]["deadlines_after_ms"] == 5000
+    by_variant: dict[str, list[str]] = {}
+    for row in data["completions"]:
+        by_variant.setdefault(row["variant"], []).append(row["completion"])
+    # 5 s after the key, every line is out of time at its first step: the daemon shows at most one word ...
+    for shown, full in zip(by_variant["stop+trim+deadlines"], by_variant["stop+trim"], strict=True):
+        assert full.startswith(shown.rstrip()) or not shown.strip()
 
 
 def test_parse_decoders_puts_greedy_first_and_expands_names() -> None:
@@ -93,3 +111,27 @@ def test_stop_point_calls_the_stop_fn_after_each_token() -> None:
 
     assert stop_point(stop, [1, 2, 3, 7, 9]) == 2 and seen == [1, 2, 3, 4]
     assert stop_point(lambda tokens: None, [1, 2]) == 2
+
+
+def test_deadlines_are_replayed_over_the_recorded_step_times() -> None:
+    from context.postprocess import StopRules, make_stop_fn
+    from context.syntax import analyze
+
+    text = "def f():\n    return \n"
+    shape = analyze(text, len("def f():\n    return "), "python", "f.py")
+    assert shape.kind == "line"
+    pieces = ["x", " + comp", "ute", "_total", "(a", ")"]
+
+    def decode(ids) -> str:
+        return "".join(pieces[i] for i in ids)
+
+    def make_stop(late, line_end):
+        return make_stop_fn(decode, StopRules(shape, "\n"), "", late, line_end)
+
+    tokens = list(range(len(pieces)))
+    clock = StepClock([(n, 0.1 * n) for n in range(1, len(pieces) + 1)])  # one token per step, 100 ms each
+    kept, line_end = with_deadlines(make_stop, tokens, clock, 0.0, 250, None)
+    assert kept == 4 and line_end is not None  # late at 300 ms inside "compute": it ends with the word
+    assert line_end.apply(decode(tokens[:kept])) == "x + compute_total"
+    kept, line_end = with_deadlines(make_stop, tokens, clock, 0.0, None, None)
+    assert kept == len(tokens) and line_end is None  # no deadline: the whole line
