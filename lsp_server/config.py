@@ -43,7 +43,7 @@ class Config:
     verify: int | None = None  # lookahead G; None: the decoder's own default
     draft_length: int = 15  # longest prompt/suffix/workspace draft verified in one pass (tokens)
     max_new_tokens: int = 64
-    multiline_deadline_ms: int | None = 1000  # a block still decoding this long after the key ends at a line end
+    multiline_deadline_ms: int | None = 800  # a block still decoding this long after the key ends at a line end
     line_deadline_ms: int | None = 600  # a first line still decoding this long after the key ends at a word end
     token_budget: int | None = None  # prompt tokens at most; None: by device (DEVICE_PROMPT_DEFAULTS)
     prompt_layout: LayoutSetting = "auto"  # "psm", "spm", "psm-short" (context/prompt.py); "auto": by device
