@@ -43,6 +43,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="comma-separated: greedy, hf, hf-pld, lookahead, lookahead-no-{prompt,suffix,workspace,jacobi}, "
         f"ablations (all four), lookahead-W<w>N<n>G<g> (default: {DEFAULT_DECODERS})",
     )
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=1,
+        help="decode each hole this many rounds; each configuration keeps its fastest (default: 1)",
+    )
     parser.add_argument("--sweep", action="store_true", help="add the (W, N, G) sweep")
     parser.add_argument("--lsp", action="store_true", help="also replay a typing session through the daemon")
     parser.add_argument("--lsp-keystrokes", type=int, default=20, help="characters typed in the replay")
@@ -126,8 +132,9 @@ def run(args: argparse.Namespace) -> int:
         configs,
         args.max_new_tokens,
         stop_token_ids(loaded.tokenizer),
-        run_meta(args, corpus, loaded),
+        {**run_meta(args, corpus, loaded), "repeats": args.repeats},
         progress,
+        args.repeats,
     )
     print(bench_markdown(result))
     written = write_bench(result, Path(args.out)) if args.out else []

@@ -38,6 +38,15 @@ def test_bench_end_to_end_lookahead_equals_greedy(tiny_model_dir: Path, tmp_path
     overall = {row["config"]: row for row in data["summary"]["all"]}
     assert overall["lookahead"]["identical"] == 2
     assert (out / "speedup.png").read_bytes()[:4] == b"\x89PNG"
+    # rounds: still one run per (hole, configuration), each the fastest of its rounds, all identical
+    again = tmp_path / "again"
+    assert (
+        main([*argv, "--max-new-tokens", "8", "--decoders", "greedy,lookahead", "--repeats", "3", "--out", str(again)])
+        == 0
+    )
+    data = json.loads((again / "bench.json").read_text())
+    assert data["meta"]["repeats"] == 3 and len(data["runs"]) == 2 * 2
+    assert all(run["identical_to_greedy"] for run in data["runs"])
 
 
 def test_eval_end_to_end_writes_scored_completions(tiny_model_dir: Path, tmp_path: Path) -> None:
