@@ -23,6 +23,10 @@ class GreedyDecoder:
         """Prefill a prompt's KV entries in idle time (see :func:`decoder.steps.warm`)."""
         return warm(self.model, self.kv, prompt_ids, cancel)
 
+    def reset(self) -> None:
+        """Forget the cached prefix: the next call prefills its whole prompt."""
+        self.kv.reset()
+
     def generate(self, request: DecodeRequest) -> DecodeResult:
         return drive(self.model, self.kv, request, lambda gen: _GreedyStep(self, gen))
 
