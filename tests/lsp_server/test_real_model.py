@@ -35,7 +35,9 @@ def test_real_model_completion_and_kv_reuse(tmp_path: Path) -> None:
     uri = (root / "shapes.py").as_uri()
     client = LspClient(stderr_path=tmp_path / "server.log")
     try:
-        client.initialize(root=root, options={"maxNewTokens": 24})
+        # no deadlines: the first request prefills the whole file, and this test reads the whole completion
+        options = {"maxNewTokens": 24, "lineDeadlineMs": None, "multilineDeadlineMs": None}
+        client.initialize(root=root, options=options)
         assert client.wait_model(timeout=600)["state"] == "ready"
         client.open(uri, SOURCE)
         line = SOURCE.count("\n")
