@@ -128,7 +128,8 @@ class Healing:
         return bool(self.removed_text)
 
 
-def _is_word_char(char: str) -> bool:
+def is_word_char(char: str) -> bool:
+    """A letter, digit or underscore: part of an identifier or number."""
     return char.isalnum() or char == "_"
 
 
@@ -148,7 +149,7 @@ def _removal(token_texts: Sequence[bytes]) -> int:
             except UnicodeDecodeError:
                 last_text = ""
             prev_text = raw.decode("utf-8", "replace")
-            splits_word = bool(last_text) and _is_word_char(last_text[0]) and _is_word_char(prev_text[-1])
+            splits_word = bool(last_text) and is_word_char(last_text[0]) and is_word_char(prev_text[-1])
             if last_text and not splits_word:
                 break
         count, removed = count + 1, candidate

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from context.healing import strip_healed
+from context.healing import is_word_char, strip_healed
 from context.languages import LanguageSpec
 from context.syntax import CompletionShape, bracket_events, indent_width
 from decoder.types import StopFn
@@ -323,14 +323,14 @@ class WordEnd:
             if not text.strip() or not self.out_of_time():
                 return None
             end = len(text)
-            while end > 0 and _is_word_char(text[end - 1]):
+            while end > 0 and is_word_char(text[end - 1]):
                 end -= 1
             self.start = end
             if end == len(text):
                 self.cut_at = len(text.rstrip())
                 return self.cut_at
         for i in range(self.start, len(text)):
-            if not _is_word_char(text[i]):
+            if not is_word_char(text[i]):
                 self.cut_at = i
                 return i
         return None
@@ -338,7 +338,3 @@ class WordEnd:
     def apply(self, text: str) -> str:
         """``text`` (the completion as decoded) cut where :meth:`cut` said, if it did."""
         return text if self.cut_at is None else text[: self.cut_at]
-
-
-def _is_word_char(char: str) -> bool:
-    return char.isalnum() or char == "_"

@@ -27,7 +27,7 @@ from typing import Any, Literal
 from decoder.drafts import DraftSource, SequenceNgrams
 from decoder.forward import measure_cost
 from decoder.policy import CostModel
-from decoder.types import Decoder, DecodeRequest, DecodeStats
+from decoder.types import Decoder, DecodeRequest, DecodeResult, DecodeStats
 from evaluation.hf_baselines import HF_PROMPT_LOOKUP_TOKENS, HFGenerateDecoder
 from evaluation.workloads import Corpus, Hole
 
@@ -276,7 +276,7 @@ def run_bench(
         inputs = builder.inputs(hole)
         if i == 0:
             warm_up(decoders, inputs.prompt_ids, eos_ids)
-        best: dict[str, Run] = {}
+        rounds: dict[str, list[DecodeResult]] = {config.name: [] for config in configs}
         for _ in range(max(repeats, 1)):
             for config in configs:
                 request = DecodeRequest(
@@ -284,17 +284,13 @@ def run_bench(
                 )
                 if repeats > 1:
                     _forget_cache(decoders[config.name])
-                out = decoders[config.name].generate(request)
-                reference = best[REFERENCE].token_ids if REFERENCE in best else out.token_ids
-                run = Run(hole.id, hole.workload, config.name, out.token_ids, out.stats, out.token_ids == reference)
-                kept = best.get(config.name)
-                if kept is not None:
-                    run.identical = run.identical and kept.identical and kept.token_ids == run.token_ids
-                if kept is None or run.stats.decode_ms < kept.stats.decode_ms:
-                    best[config.name] = run
-                else:
-                    kept.identical = run.identical
-        result.runs.extend(best[config.name] for config in configs)
+                rounds[config.name].append(decoders[config.name].generate(request))
+        reference = rounds[REFERENCE][0].token_ids
+        for config in configs:
+            outs = rounds[config.name]
+            fastest = min(outs, key=lambda out: out.stats.decode_ms)
+            identical = all(out.token_ids == reference for out in outs)
+            result.runs.append(Run(hole.id, hole.workload, config.name, fastest.token_ids, fastest.stats, identical))
         if progress is not None:
             elapsed = time.perf_counter() - started
             progress(f"hole {i + 1}/{len(holes)} {hole.id} ({elapsed:.0f} s)", (i + 1) / len(holes))

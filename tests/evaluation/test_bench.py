@@ -65,7 +65,7 @@ def test_eval_end_to_end_writes_scored_completions(tiny_model_dir: Path, tmp_pat
     by_variant: dict[str, list[str]] = {}
     for row in data["completions"]:
         by_variant.setdefault(row["variant"], []).append(row["completion"])
-    # 5 s after the key, every line is out of time at its first step: the daemon shows at most one word ...
+    # 5 s after the key, every completion is out of time at its first step: what the daemon shows is a prefix
     for shown, full in zip(by_variant["stop+trim+deadlines"], by_variant["stop+trim"], strict=True):
         assert full.startswith(shown.rstrip()) or not shown.strip()
 
