@@ -126,11 +126,16 @@ class CostModel:
         timing says about this machine (a GPU stays near 1.0, a dip stays a dip) at half the noise; the live
         passes (:meth:`observe`) then correct each size."""
         w = PRIOR_SHARE if share is None else share
-        return CostModel(tuple((n, prior.interpolated(n) ** w * c ** (1.0 - w)) for n, c in self.points))
+        points = tuple((n, prior.interpolated(n) ** w * c ** (1.0 - w)) for n, c in self.points)
+        return CostModel(points, one_token_seconds=self.one_token_seconds)
 
     @classmethod
     def measure(cls, run_pass, sizes: Sequence[int], repeats: int = 1) -> CostModel:
-        """Time ``run_pass(n)`` (one forward pass of n tokens) for each size, the best of ``repeats``."""
+        """Time ``run_pass(n)`` (one forward pass of n tokens) for each size, the best of ``repeats``.
+
+        The one-token time seeds the live base (:meth:`observe`): a decoder whose start-up table makes small
+        passes look nearly free verifies something at every step and never runs a one-token pass, and without a
+        base its wider passes could never correct that table."""
         run_pass(1)  # warm-up
         times = []
         for n in sizes:
@@ -141,7 +146,7 @@ class CostModel:
                 best = min(best, time.perf_counter() - t0)
             times.append(best)
         base = times[0]
-        return cls(tuple((n, t / base) for n, t in zip(sizes, times, strict=True)))
+        return cls(tuple((n, t / base) for n, t in zip(sizes, times, strict=True)), one_token_seconds=base)
 
 
 # Prior acceptance probability of one draft token by source, before any evidence (match length 1..4+).

@@ -94,6 +94,26 @@ def test_a_size_timed_badly_at_start_up_is_put_right_by_its_own_passes():
     assert cost.levels[3] > 1.0 and cost.levels[4] > 1.0
 
 
+def test_a_start_up_table_that_makes_small_passes_look_free_is_corrected_without_one_token_passes():
+    """A noisy start-up timing said a pass of 3 costs what a pass of 1 does: every step then verifies something,
+    no one-token pass ever runs, and the wider passes alone must correct the table from the measured base."""
+    timed = {1: 0.100, 2: 0.117, 3: 0.103, 4: 0.123, 8: 0.168}  # the start-up timing (best of one)
+
+    def run_pass(n: int) -> None:
+        import time
+
+        time.sleep(timed[n])
+
+    cost = CostModel.measure(run_pass, sizes=(1, 2, 3, 4, 8)).blended(CostModel(adaptive=False), share=0.0)
+    assert cost.one_token_seconds is not None and cost.cost(1) == 1.0
+    assert cost.interpolated(3) < 1.2  # as timed: nearly free
+    for _ in range(60):  # in the decode, passes of 3 cost 1.7x and of 8 cost 2.0x a one-token pass
+        cost.observe(3, 0.170)
+        cost.observe(8, 0.200)
+    assert cost.interpolated(3) == pytest.approx(1.7, rel=0.15)
+    assert cost.interpolated(8) == pytest.approx(2.0, rel=0.15)
+
+
 def test_misses_in_this_generation_lower_acceptance_at_once():
     model = AcceptanceModel()
     draft = Draft((1, 2, 3), "prompt", 3)
