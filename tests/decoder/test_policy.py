@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from decoder.drafts import Draft
@@ -57,15 +59,13 @@ def test_a_pass_is_padded_to_a_no_dearer_size():
     assert select(weak[:1], acceptance, cost, 56).drafts == []
 
 
+def measured(seconds: dict[int, float]) -> CostModel:
+    """The start-up timing of a device whose pass of n tokens takes ``seconds[n]`` (slept, so really timed)."""
+    return CostModel.measure(lambda n: time.sleep(seconds[n]), sizes=tuple(seconds))
+
+
 def test_measured_cost_keeps_a_dip():
-    seconds = {1: 0.10, 2: 0.18, 3: 0.26, 4: 0.20, 8: 0.22}
-
-    def run_pass(n: int) -> None:
-        import time
-
-        time.sleep(seconds[n])
-
-    cost = CostModel.measure(run_pass, sizes=(1, 2, 3, 4, 8))
+    cost = measured({1: 0.10, 2: 0.18, 3: 0.26, 4: 0.20, 8: 0.22})
     assert cost.pass_size(3) in (4, 8) and cost.cost(3) < 2.3
 
 
@@ -98,13 +98,7 @@ def test_a_start_up_table_that_makes_small_passes_look_free_is_corrected_without
     """A noisy start-up timing said a pass of 3 costs what a pass of 1 does: every step then verifies something,
     no one-token pass ever runs, and the wider passes alone must correct the table from the measured base."""
     timed = {1: 0.100, 2: 0.117, 3: 0.103, 4: 0.123, 8: 0.168}  # the start-up timing (best of one)
-
-    def run_pass(n: int) -> None:
-        import time
-
-        time.sleep(timed[n])
-
-    cost = CostModel.measure(run_pass, sizes=(1, 2, 3, 4, 8)).blended(CostModel(adaptive=False), share=0.0)
+    cost = measured(timed).blended(CostModel(adaptive=False), share=0.0)
     assert cost.one_token_seconds is not None and cost.cost(1) == 1.0
     assert cost.interpolated(3) < 1.2  # as timed: nearly free
     for _ in range(60):  # in the decode, passes of 3 cost 1.7x and of 8 cost 2.0x a one-token pass
