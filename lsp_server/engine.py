@@ -434,7 +434,14 @@ def _load(config: Config, progress: Callable[[str, float | None], None]) -> Load
     from decoder.model import LoadedModel, load_model
 
     if config.local:
-        return load_model(config.model, config.device, config.dtype, progress, prefill_dtype=config.prefill_dtype)
+        return load_model(
+            config.model,
+            config.device,
+            config.dtype,
+            progress,
+            prefill_dtype=config.prefill_dtype,
+            weights=config.weights,
+        )
     import torch
     from transformers import AutoTokenizer
 
