@@ -14,9 +14,10 @@ daemon's stop rules and trims, once per backend, interleaved, so both see the sa
 machine load. Reported per backend: p50/p90 of the keystroke-to-completion time, tokens, time to first token,
 and how often the two backends' completions agree.
 
-The remote engine is llama.cpp's server (``llama_cpp.server`` from ``scripts/get-engine.sh``) on the embedded
-GGUF, started here on 127.0.0.1 unless ``--url`` names a running one. Also here, shared with the tests: the
-embedded GGUF file (:func:`embedded_gguf`) and the engine process (:class:`LlamaCppServer`).
+The remote engine is llama.cpp's ``llama-server`` (prebuilt, from ``scripts/get-engine.sh``) on the embedded
+GGUF, started here on 127.0.0.1 unless ``--url`` names a running one. Also here, shared with the tests and the
+benchmark's peer (``evaluation/llama_peer.py``): the embedded GGUF file (:func:`embedded_gguf`) and the engine
+process (:class:`LlamaServer`).
 
 Usage: python -m evaluation.remote_bench [--via lsp|decoder] [--holes 2] [--keystrokes 6] [--max-new-tokens 24]
        [--url URL]
@@ -49,12 +50,13 @@ from lsp_server.completion import Cursor, Limits, decode_completion, plan_comple
 
 ROOT = Path(__file__).resolve().parent.parent
 TOOLS = Path(os.environ.get("LOOKAHEAD_TOOLS", ROOT / ".tools"))
-ENGINE_VENV = TOOLS / "engine-venv"
+LLAMA_SERVER = TOOLS / "llama" / "llama-server"
 GET_ENGINE = "scripts/get-engine.sh"
 ENGINE_START_TIMEOUT_S = 180.0
 ENGINE_CONTEXT = 4096
-# llama_cpp.server's completions default to repeat_penalty 1.1; 1.0 is plain greedy, as the local decoders.
-LLAMA_CPP_EXTRA: dict[str, Any] = {"repeat_penalty": 1.0}
+# Plain greedy on llama-server, as the local decoders: the top token only, no repeat penalty (its default is
+# already off; stated so that a server started with another default still decodes greedily).
+LLAMA_SERVER_GREEDY: dict[str, Any] = {"samplers": ["top_k"], "top_k": 1, "repeat_penalty": 1.0}
 
 
 # ---- the engine: the embedded GGUF served by llama.cpp -------------------------------------------------
@@ -74,21 +76,17 @@ def embedded_gguf(directory: Path = TOOLS / "models") -> Path:
     return path
 
 
-def engine_python() -> Path:
-    return ENGINE_VENV / "bin" / "python"
-
-
 def engine_unavailable() -> str | None:
-    """Why llama.cpp's server cannot run here (None: it can)."""
-    python = engine_python()
-    if not python.is_file():
-        return f"no engine venv at {ENGINE_VENV}; run {GET_ENGINE} (builds llama-cpp-python, many minutes)"
-    probe = subprocess.run(
-        [str(python), "-c", "import llama_cpp.server.app, uvicorn"], capture_output=True, text=True, timeout=120
-    )
+    """Why llama.cpp's llama-server cannot run here (None: it can)."""
+    if not LLAMA_SERVER.is_file():
+        return f"no llama-server at {LLAMA_SERVER}; run {GET_ENGINE} (prebuilt, about 10 s)"
+    try:
+        probe = subprocess.run([str(LLAMA_SERVER), "--version"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"{LLAMA_SERVER} does not run: {exc}"
     if probe.returncode != 0:
-        lines = probe.stderr.strip().splitlines()
-        return f"llama_cpp.server does not import in {ENGINE_VENV}: {lines[-1] if lines else 'unknown error'}"
+        lines = (probe.stderr + probe.stdout).strip().splitlines()
+        return f"{LLAMA_SERVER} --version failed: {lines[-1] if lines else f'exit {probe.returncode}'}"
     return None
 
 
@@ -98,18 +96,27 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-class LlamaCppServer:
-    """``python -m llama_cpp.server`` on a GGUF, on 127.0.0.1, its output in a log file; start/stop/restart.
+class LlamaServer:
+    """``llama-server`` on a GGUF, on 127.0.0.1, its output in a log file; start/stop/restart.
 
-    One thread by default: on a small shared machine ggml's spinning thread barrier makes two threads
-    many times slower than one as soon as another process takes a core (measured here: 0.3 vs 22 tokens/s).
+    ``extra_args`` go on its command line after ours (e.g. ``--spec-type ngram-simple``). One thread by
+    default: on a small shared machine ggml's spinning thread barrier makes two threads many times slower
+    than one as soon as another process takes a core (measured here: 0.3 vs 22 tokens/s).
     """
 
-    def __init__(self, gguf: Path, log_path: Path, port: int | None = None, threads: int = 1) -> None:
+    def __init__(
+        self,
+        gguf: Path,
+        log_path: Path,
+        port: int | None = None,
+        threads: int = 1,
+        extra_args: Sequence[str] = (),
+    ) -> None:
         self.gguf = gguf
         self.log_path = log_path
         self.port = port or free_port()
         self.threads = threads
+        self.extra_args = tuple(extra_args)
         self.process: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
 
@@ -117,40 +124,38 @@ class LlamaCppServer:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = ENGINE_START_TIMEOUT_S) -> None:
-        """Start the server and wait until it answers ``/v1/models``; RuntimeError with its log's tail if not."""
-        self._log = open(self.log_path, "ab")  # noqa: SIM115 - open for the process's lifetime
-        command = [
-            str(engine_python()),
-            "-m",
-            "llama_cpp.server",
-            "--model",
-            str(self.gguf),
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(self.port),
-            "--n_ctx",
-            str(ENGINE_CONTEXT),
-            "--n_threads",
-            str(self.threads),
-            "--n_threads_batch",
-            str(self.threads),
+    def command(self) -> list[str]:
+        threads = str(self.threads)
+        return [
+            str(LLAMA_SERVER),
+            *("-m", str(self.gguf), "--host", "127.0.0.1", "--port", str(self.port)),
+            *("-c", str(ENGINE_CONTEXT), "-t", threads, "-tb", threads),
+            *self.extra_args,
         ]
-        self.process = subprocess.Popen(command, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
+    def start(self, timeout: float = ENGINE_START_TIMEOUT_S) -> None:
+        """Start the server and wait until ``/health`` says the model is loaded; RuntimeError with its log's
+        tail if not."""
+        self._log = open(self.log_path, "ab")  # noqa: SIM115 - open for the process's lifetime
+        self.process = subprocess.Popen(
+            self.command(), stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+        )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(f"llama_cpp.server exited with {self.process.returncode}: {self.log_tail()}")
+                code = self.process.returncode
+                self.stop()
+                raise RuntimeError(f"llama-server exited with {code}: {self.log_tail()}")
             if self.answers():
                 return
             time.sleep(0.25)
         self.stop()
-        raise RuntimeError(f"llama_cpp.server did not answer within {timeout:.0f} s: {self.log_tail()}")
+        raise RuntimeError(f"llama-server did not answer within {timeout:.0f} s: {self.log_tail()}")
 
     def answers(self) -> bool:
+        """``/health`` is 200 once the model is loaded (503 while loading)."""
         try:
-            with urllib.request.urlopen(f"{self.url}/v1/models", timeout=2) as response:
+            with urllib.request.urlopen(f"{self.url}/health", timeout=2) as response:
                 return bool(response.status == 200)
         except (OSError, urllib.error.URLError):
             return False
@@ -168,12 +173,21 @@ class LlamaCppServer:
             self._log.close()
             self._log = None
 
+    def _proc(self, name: str) -> Path | None:
+        return None if self.process is None else Path(f"/proc/{self.process.pid}/{name}")
+
     def cpu_seconds(self) -> float:
         """CPU time the server process has used so far (user + system, from /proc): is it generating?"""
-        if self.process is None:
+        stat = self._proc("stat")
+        if stat is None:
             return 0.0
-        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        fields = stat.read_text().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def rss_bytes(self) -> int:
+        """The server process's resident memory now (``VmRSS``: its mapped model pages included); 0 if none."""
+        status = self._proc("status")
+        return resident_bytes(status) if status is not None else 0
 
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
@@ -181,12 +195,24 @@ class LlamaCppServer:
     def log_tail(self, lines: int = 15) -> str:
         return " | ".join(self.log_text().strip().splitlines()[-lines:])
 
-    def __enter__(self) -> LlamaCppServer:
+    def __enter__(self) -> LlamaServer:
         self.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def resident_bytes(status: Path = Path("/proc/self/status"), field_name: str = "VmRSS") -> int:
+    """A process's resident memory from its ``/proc/PID/status`` (``VmRSS`` now, ``VmHWM`` its peak); 0 where
+    there is no such file."""
+    try:
+        for line in status.read_text().splitlines():
+            if line.startswith(f"{field_name}:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return 0
+    return 0
 
 
 # ---- the typing session -----------------------------------------------------------------------------------
@@ -352,7 +378,7 @@ def _engine(args: argparse.Namespace, out_dir: Path) -> Iterator[str]:
     reason = engine_unavailable()
     if reason is not None:
         raise SystemExit(f"remote_bench: {reason}")
-    with LlamaCppServer(embedded_gguf(), out_dir / "engine.log", threads=args.threads) as server:
+    with LlamaServer(embedded_gguf(), out_dir / "engine.log", threads=args.threads) as server:
         yield server.url
 
 
@@ -371,7 +397,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--backends", default="lookahead,remote", help="lookahead, greedy, remote (comma-separated)")
     parser.add_argument("--url", default=None, help="use this running engine instead of starting llama.cpp's")
     parser.add_argument("--model-name", default="", help="the remote engine's model name (vLLM needs it)")
-    parser.add_argument("--threads", type=int, default=1, help="threads of the llama.cpp server (default: 1)")
+    parser.add_argument("--threads", type=int, default=1, help="threads of llama-server (default: 1)")
     parser.add_argument("--out", default=str(ROOT / ".artifacts" / "remote-bench"), help="report directory")
     args = parser.parse_args(argv)
 
@@ -385,7 +411,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     names = [n.strip() for n in args.backends.split(",") if n.strip()]
     if unknown := set(names) - {"lookahead", "greedy", "remote"}:
         parser.error(f"unknown backend(s) {', '.join(sorted(unknown))}")
-    extra = {} if args.url else LLAMA_CPP_EXTRA
+    extra = {} if args.url else LLAMA_SERVER_GREEDY
     if args.via == "lsp":
         with _engine(args, out_dir) if "remote" in names else contextlib.nullcontext("") as url:
             table = lsp_replay(names, url, extra, args)
@@ -413,7 +439,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for backend in backends.values():
             backend.close()
     report.meta.update(
-        engine="llama-cpp-python server, embedded GGUF Q4_K_M" if not args.url else args.url,
+        engine="llama.cpp llama-server, embedded GGUF Q4_K_M" if not args.url else args.url,
         local="embedded model, transformers fp32",
         cpu_count=os.cpu_count(),
     )

@@ -1,7 +1,7 @@
-"""The daemon with the remote backend, end to end: ``lookahead-lsp serve`` completing through llama.cpp's server.
+"""The daemon with the remote backend, end to end: ``lookahead-lsp serve`` completing through llama.cpp's llama-server.
 
 Skips until the server has the remote wiring (``lsp_server.config.Config.remote``) and where the engine
-could not be built (``scripts/get-engine.sh``), printing why.
+could not be installed (``scripts/get-engine.sh``), printing why.
 """
 
 from __future__ import annotations
@@ -38,9 +38,9 @@ def _items(client: LspClient) -> list[Any]:
 
 
 def test_completions_outage_and_recovery_through_the_daemon(engine_server: Any, tmp_path: Path) -> None:  # noqa: F811
-    from evaluation.remote_bench import LLAMA_CPP_EXTRA
+    from evaluation.remote_bench import LLAMA_SERVER_GREEDY
 
-    remote = {"url": engine_server.url, "timeoutS": 60, "extra": LLAMA_CPP_EXTRA}
+    remote = {"url": engine_server.url, "timeoutS": 60, "extra": LLAMA_SERVER_GREEDY}
     client = _start(tmp_path, {"decoder": "remote", "remote": remote, "maxNewTokens": 16, "indexEnabled": False})
     try:
         assert client.wait_model()["state"] == "ready"
