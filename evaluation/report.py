@@ -66,7 +66,10 @@ _BENCH_HEADERS = (
     "passes/token",
     "accepted/step",
     "prefill ms",
+    "prefill vs greedy",
     "decode ms",
+    "completion ms",
+    "completion vs greedy",
     "identical to greedy",
 )
 
@@ -81,7 +84,10 @@ def _bench_rows(summaries: Sequence[Summary]) -> list[list[Any]]:
             s.passes_per_token,
             s.mean_accepted,
             round(s.prefill_ms),
+            f"{s.prefill_speedup:.2f}x",
             round(s.decode_ms),
+            round(s.completion_ms),
+            f"{s.completion_speedup:.2f}x",
             f"{s.identical}/{s.holes}",
         ]
         for s in summaries

@@ -12,7 +12,12 @@ callback, so this is the one comparison that holds for every decoder.
 
 Times: ``decode_ms`` runs from the end of the prefill to the last token. The speedup of a configuration
 is the geometric mean over holes of ``greedy decode ms / its decode ms`` (paired per hole); prefill is
-reported apart (our decoders reuse the KV prefix of their previous call, transformers' does not).
+reported apart (our decoders reuse the KV prefix of their previous call, transformers' does not), and so is the
+time to the whole completion (prefill + decode), each with its ratio against greedy's.
+
+The peer, llama.cpp's ``llama-server`` on the same GGUF (``llama-server``, ``llama-server-ngram``:
+``evaluation/llama_peer.py``), decodes the same prompt token ids; its servers are started by the caller and
+passed in as ready decoders.
 """
 
 from __future__ import annotations
@@ -21,8 +26,9 @@ import copy
 import math
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any, Literal
 
 from context.ngram_index import NgramIndex
@@ -54,7 +60,7 @@ class DecoderConfig:
     """One named way to decode: ours (greedy, lookahead with options) or transformers' ``generate``."""
 
     name: str
-    family: Literal["greedy", "hf", "lookahead"]
+    family: Literal["greedy", "hf", "lookahead", "peer"]
     prompt_lookup: int | None = None  # hf: prompt_lookup_num_tokens
     wng: tuple[int, int, int] | None = None  # lookahead (W, N, G); None: the decoder's defaults
     sources_off: frozenset[str] = frozenset()  # lookahead draft sources switched off
@@ -67,6 +73,8 @@ class DecoderConfig:
             return GreedyDecoder(model)
         if self.family == "hf":
             return HFGenerateDecoder(model, self.prompt_lookup)
+        if self.family == "peer":
+            raise ValueError(f"{self.name} is a running llama-server: start it with evaluation/llama_peer.py")
         from decoder.lookahead import LookaheadConfig, LookaheadDecoder
 
         shape = {} if self.wng is None else dict(zip(("window", "ngram", "verify"), self.wng, strict=True))
@@ -105,13 +113,18 @@ def _config(name: str) -> DecoderConfig:
         return DecoderConfig(name, "hf", prompt_lookup=HF_PROMPT_LOOKUP_TOKENS)
     if name == "lookahead":
         return DecoderConfig(name, "lookahead")
+    from evaluation.llama_peer import PEERS  # here: llama_peer imports this module
+
+    if name in PEERS:
+        return DecoderConfig(name, "peer")
     if name.startswith("lookahead-no-") and name.removeprefix("lookahead-no-") in LOOKAHEAD_SOURCES:
         return DecoderConfig(name, "lookahead", sources_off=frozenset({name.removeprefix("lookahead-no-")}))
     match = _WNG.match(name)
     if match:
         w, n, g = (int(x) for x in match.groups())
         return DecoderConfig(name, "lookahead", wng=(w, n, g))
-    known = "greedy, hf, hf-pld, lookahead, ablations, lookahead-no-<" + "|".join(LOOKAHEAD_SOURCES) + ">"
+    known = "greedy, hf, hf-pld, lookahead, ablations, lookahead-no-<" + "|".join(LOOKAHEAD_SOURCES) + ">, "
+    known += ", ".join(PEERS)
     raise ValueError(f"unknown decoder {name!r}; known: {known}, lookahead-W<w>N<n>G<g>")
 
 
@@ -266,6 +279,7 @@ def run_bench(
     meta: dict[str, Any],
     progress: Progress | None = None,
     repeats: int = 1,
+    peers: Mapping[str, Decoder] | None = None,
 ) -> BenchResult:
     """Decode every hole with every configuration (greedy first); stop rules off.
 
@@ -275,13 +289,19 @@ def run_bench(
     least disturbed by other work, and every configuration gets the same chance. Each decode then starts from
     an empty cache: a prompt prefilled whole (in bf16 on a CPU) and one reused from the round before but the
     last token give slightly different numbers, and now and then another token. Every round must give the
-    same tokens, else the run counts as not identical to greedy."""
+    same tokens, else the run counts as not identical to greedy. ``peers``: the decoders of the ``peer``
+    configurations (running llama-servers, which prefill the whole prompt on every call)."""
     if not configs or configs[0].name != REFERENCE:
         raise ValueError("the first configuration must be plain greedy, the reference")
     cost = measure_cost(model)
     meta["cost_model"] = [[n, round(c, 3)] for n, c in cost.points]
     # each configuration corrects its own copy from its passes (a shared one would carry one's into the next)
-    decoders = {c.name: c.build(model, copy.deepcopy(cost)) for c in configs}
+    missing = [c.name for c in configs if c.family == "peer" and c.name not in (peers or {})]
+    if missing:
+        raise ValueError(f"no running server for {', '.join(missing)}")
+    decoders = {
+        c.name: (peers or {})[c.name] if c.family == "peer" else c.build(model, copy.deepcopy(cost)) for c in configs
+    }
     result = BenchResult(meta, [c.name for c in configs], list(holes))
     if not holes:
         return result
@@ -332,6 +352,9 @@ class Summary:
     prefill_ms: float  # mean per hole
     decode_ms: float  # mean per hole
     identical: int  # holes whose raw tokens equal greedy's
+    prefill_speedup: float = 0.0  # geometric mean over holes of greedy prefill time / this prefill time
+    completion_ms: float = 0.0  # mean per hole: prefill + decode, the time to the whole completion
+    completion_speedup: float = 0.0  # geometric mean over holes of greedy completion time / this one
 
     def to_dict(self) -> dict[str, Any]:
         return {k: round(v, 3) if isinstance(v, float) else v for k, v in self.__dict__.items()}
@@ -339,7 +362,7 @@ class Summary:
 
 def summarize(result: BenchResult, workload: str | None = None) -> list[Summary]:
     """One :class:`Summary` per configuration, over one workload's holes or all of them."""
-    greedy_ms = {r.hole_id: r.stats.decode_ms for r in result.runs_of(REFERENCE, workload)}
+    greedy = {r.hole_id: r.stats for r in result.runs_of(REFERENCE, workload)}
     summaries = []
     for config in result.configs:
         runs = result.runs_of(config, workload)
@@ -348,21 +371,36 @@ def summarize(result: BenchResult, workload: str | None = None) -> list[Summary]
         tokens = sum(r.stats.new_tokens for r in runs)
         decode_s = sum(r.stats.decode_ms for r in runs) / 1000.0
         steps = [n for r in runs for n in r.stats.accepted_per_step]
-        ratios = [greedy_ms[r.hole_id] / r.stats.decode_ms for r in runs if r.stats.decode_ms > 0]
+        passes = sum(r.stats.steps for r in runs)
         summaries.append(
             Summary(
                 config=config,
                 holes=len(runs),
                 tokens_per_s=tokens / decode_s if decode_s > 0 else 0.0,
-                speedup=_geometric_mean(ratios),
-                passes_per_token=sum(r.stats.steps for r in runs) / tokens if tokens else 0.0,
-                mean_accepted=sum(steps) / len(steps) if steps else 0.0,
+                speedup=_paired_speedup(runs, greedy, attrgetter("decode_ms")),
+                passes_per_token=passes / tokens if tokens else 0.0,
+                # a peer reports no per-step counts: its tokens after the first over its passes
+                mean_accepted=sum(steps) / len(steps) if steps else (tokens - len(runs)) / passes if passes else 0.0,
                 prefill_ms=sum(r.stats.prefill_ms for r in runs) / len(runs),
                 decode_ms=sum(r.stats.decode_ms for r in runs) / len(runs),
                 identical=sum(r.identical for r in runs),
+                prefill_speedup=_paired_speedup(runs, greedy, attrgetter("prefill_ms")),
+                completion_ms=sum(_completion_ms(r.stats) for r in runs) / len(runs),
+                completion_speedup=_paired_speedup(runs, greedy, _completion_ms),
             )
         )
     return summaries
+
+
+def _completion_ms(stats: DecodeStats) -> float:
+    return stats.prefill_ms + stats.decode_ms
+
+
+def _paired_speedup(
+    runs: Sequence[Run], greedy: Mapping[str, DecodeStats], time_of: Callable[[DecodeStats], float]
+) -> float:
+    """Geometric mean over the holes of greedy's time / this configuration's time (``time_of`` picks which)."""
+    return _geometric_mean([time_of(greedy[r.hole_id]) / time_of(r.stats) for r in runs if time_of(r.stats) > 0])
 
 
 def _geometric_mean(values: Sequence[float]) -> float:

@@ -29,6 +29,12 @@ def add_workload_arguments(parser: argparse.ArgumentParser, workloads: str, max_
     parser.add_argument(
         "--prefill-dtype", default="auto", help="auto (bfloat16 for float32 on a CPU with bf16 instructions), same, ..."
     )
+    parser.add_argument(
+        "--weights",
+        default="auto",
+        choices=("auto", "gguf", "dense"),
+        help="decode on the GGUF's own blocks (gguf), dense weights, or auto (gguf on a CPU where it can)",
+    )
     parser.add_argument("--token-budget", type=int, default=1024, help="prompt tokens at most (default: 1024)")
     parser.add_argument("--out", default=None, help="write JSON, Markdown and PNG reports to this directory")
 
@@ -41,7 +47,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--decoders",
         default=DEFAULT_DECODERS,
         help="comma-separated: greedy, hf, hf-pld, lookahead, lookahead-no-{prompt,suffix,workspace,jacobi}, "
-        f"ablations (all four), lookahead-W<w>N<n>G<g> (default: {DEFAULT_DECODERS})",
+        "ablations (all four), lookahead-W<w>N<n>G<g>, llama-server, llama-server-ngram (llama.cpp on the same "
+        f"GGUF and threads; scripts/get-engine.sh) (default: {DEFAULT_DECODERS})",
     )
     parser.add_argument(
         "--repeats",
@@ -91,7 +98,12 @@ def load(args: argparse.Namespace) -> LoadedModel:
     configure_torch_threads()
     try:
         return load_model(
-            args.model, device=args.device, dtype=args.dtype, progress=progress, prefill_dtype=args.prefill_dtype
+            args.model,
+            device=args.device,
+            dtype=args.dtype,
+            progress=progress,
+            prefill_dtype=args.prefill_dtype,
+            weights=args.weights,
         )
     except ModelLoadError as exc:
         raise UsageError(str(exc)) from exc
@@ -103,6 +115,7 @@ def run_meta(args: argparse.Namespace, corpus: Corpus, loaded: LoadedModel) -> d
     return {
         "model": f"{loaded.spec} ({loaded.source}: {loaded.path})",
         "device": f"{loaded.device} {loaded.dtype}, prefill {loaded.prefill_dtype}".replace("torch.", ""),
+        "weights": loaded.weights,
         "corpus": f"{corpus.name} ({corpus.root})",
         "workloads": args.workload,
         "holes_per_workload": args.holes,
@@ -114,7 +127,13 @@ def run_meta(args: argparse.Namespace, corpus: Corpus, loaded: LoadedModel) -> d
 
 
 def run(args: argparse.Namespace) -> int:
+    import tempfile
+
+    import torch
+
     from decoder.model import stop_token_ids
+    from evaluation.llama_peer import PeerError, peer_configs, started_peers
+    from evaluation.remote_bench import resident_bytes
     from evaluation.report import bench_markdown, write_bench
     from evaluation.speed import ContextBuilder, parse_decoders, run_bench
 
@@ -122,20 +141,33 @@ def run(args: argparse.Namespace) -> int:
         configs = parse_decoders(args.decoders, args.sweep)
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
+    peers = peer_configs([c.name for c in configs if c.family == "peer"])
+    gguf = peer_gguf(args.model) if peers else None
     corpus, holes = load_holes(args)
     loaded = load(args)
     builder = ContextBuilder(corpus, loaded.tokenizer, args.token_budget)
-    result = run_bench(
-        loaded.model,
-        builder,
-        holes,
-        configs,
-        args.max_new_tokens,
-        stop_token_ids(loaded.tokenizer),
-        {**run_meta(args, corpus, loaded), "repeats": args.repeats},
-        progress,
-        args.repeats,
-    )
+    meta = {**run_meta(args, corpus, loaded), "repeats": args.repeats, "rss_mb_model_loaded": _mb(resident_bytes())}
+    logs = Path(args.out) / "llama-server" if args.out else Path(tempfile.mkdtemp(prefix="lookahead-peer-"))
+    try:
+        with started_peers(peers, torch.get_num_threads(), logs, gguf) as running:
+            if running:
+                progress(f"llama-server ({', '.join(running)}): {torch.get_num_threads()} threads, logs in {logs}")
+            result = run_bench(
+                loaded.model,
+                builder,
+                holes,
+                configs,
+                args.max_new_tokens,
+                stop_token_ids(loaded.tokenizer),
+                meta,
+                progress,
+                args.repeats,
+                {name: peer.decoder for name, peer in running.items()},
+            )
+            meta.update({f"rss_mb_{name}": _mb(peer.server.rss_bytes()) for name, peer in running.items()})
+    except PeerError as exc:
+        raise UsageError(f"llama-server: {exc}") from exc
+    meta.update(rss_mb_end=_mb(resident_bytes()), rss_mb_peak=_mb(resident_bytes(field_name="VmHWM")))
     print(bench_markdown(result))
     written = write_bench(result, Path(args.out)) if args.out else []
     if args.lsp:
@@ -143,6 +175,19 @@ def run(args: argparse.Namespace) -> int:
     for path in written:
         progress(f"wrote {path}")
     return 0
+
+
+def peer_gguf(model: str) -> Path | None:
+    """The GGUF llama-server loads: the model's own (the embedded one's, or a ``.gguf`` file); None: embedded."""
+    if model == "embedded":
+        return None
+    if model.endswith(".gguf"):
+        return Path(model).expanduser()
+    raise UsageError(f"llama-server needs the same GGUF: use --model embedded or a .gguf file, not {model!r}")
+
+
+def _mb(size: int) -> int:
+    return round(size / 2**20)
 
 
 def replay_through_daemon(args: argparse.Namespace, corpus: Corpus, holes: list[Hole]) -> list[Path]:

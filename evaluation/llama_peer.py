@@ -1,0 +1,279 @@
+"""llama.cpp's ``llama-server`` as benchmark configurations: the peer a CPU user would otherwise install.
+
+:class:`LlamaServerDecoder` is a :class:`~decoder.types.Decoder`: it sends the request's prompt token ids (the
+prompt our decoders decode, built by ``context/prompt.py``) to llama-server's own ``/completion`` endpoint,
+greedy (``LLAMA_SERVER_GREEDY``), ``n_predict`` = ``max_new_tokens``, ``cache_prompt: false`` (a whole
+prefill each time, as the benchmark's first decode of a hole) and ``return_tokens``, and maps the server's
+``timings`` into :class:`~decoder.types.DecodeStats`: ``prefill_ms`` = ``prompt_ms``, ``decode_ms`` =
+``predicted_ms`` (the server's own clocks: no HTTP round trip in them), and with speculation the passes from
+the accepted drafts (``predicted_n - draft_n_accepted``). Its output is cut at the request's EOS ids (the
+server stops at its own end-of-generation tokens, which are fewer) and by the stop callback, after the fact.
+
+:data:`PEERS` names the configurations (``llama-server`` plain, ``llama-server-ngram`` with the best n-gram
+speculation of :data:`SPEC_SWEEP`, measured by ``python -m evaluation.llama_peer --sweep`` and recorded in
+docs/benchmarks.md); :func:`started_peers` runs one server per configuration on the same GGUF and threads, and
+stops them all on the way out, errors and KeyboardInterrupt included.
+
+Usage: python -m evaluation.llama_peer --sweep [--corpus DIR] [--workload fim] [--holes 3] [--max-new-tokens 48]
+       [--threads N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from decoder.types import DecodeRequest, DecodeResult, DecodeStats, FinishReason
+from evaluation.remote_bench import LLAMA_SERVER_GREEDY, LlamaServer, embedded_gguf, engine_unavailable
+
+REQUEST_TIMEOUT_S = 600.0
+
+# The n-gram speculation settings swept once (docs/benchmarks.md has the table and the command): each type
+# with its default sizes and with shorter lookups / drafts, which suit short code completions.
+SPEC_SWEEP: dict[str, tuple[str, ...]] = {
+    "simple-n12m48": ("--spec-type", "ngram-simple"),
+    "simple-n4m16": (
+        *("--spec-type", "ngram-simple", "--spec-ngram-simple-size-n", "4", "--spec-ngram-simple-size-m", "16"),
+    ),
+    "simple-n3m8": (
+        *("--spec-type", "ngram-simple", "--spec-ngram-simple-size-n", "3", "--spec-ngram-simple-size-m", "8"),
+    ),
+    "map-k-n12m48": ("--spec-type", "ngram-map-k"),
+    "map-k-n4m16": (
+        *("--spec-type", "ngram-map-k", "--spec-ngram-map-k-size-n", "4", "--spec-ngram-map-k-size-m", "16"),
+    ),
+    "mod-n24": ("--spec-type", "ngram-mod"),
+    "mod-n8": (
+        *("--spec-type", "ngram-mod", "--spec-ngram-mod-n-match", "8", "--spec-ngram-mod-n-min", "4"),
+        *("--spec-ngram-mod-n-max", "16"),
+    ),
+}
+BEST_NGRAM = "simple-n4m16"  # the sweep's fastest (docs/benchmarks.md)
+
+# Configuration name -> llama-server's extra command-line arguments.
+PEERS: dict[str, tuple[str, ...]] = {
+    "llama-server": (),
+    "llama-server-ngram": SPEC_SWEEP[BEST_NGRAM],
+}
+
+
+class PeerError(RuntimeError):
+    """llama-server could not be started or did not answer a request; the message says why."""
+
+
+class LlamaServerDecoder:
+    """Greedy generation on a running llama-server through ``/completion``, prompt as token ids."""
+
+    def __init__(self, url: str, timeout_s: float = REQUEST_TIMEOUT_S) -> None:
+        self.url = url.rstrip("/")
+        self.timeout_s = timeout_s
+
+    def body(self, request: DecodeRequest) -> dict[str, Any]:
+        """The JSON body of the ``/completion`` request for ``request``."""
+        return {
+            **LLAMA_SERVER_GREEDY,
+            "prompt": [int(i) for i in request.prompt_ids],
+            "n_predict": request.max_new_tokens,
+            "temperature": 0,
+            "cache_prompt": False,
+            "return_tokens": True,
+            "stream": False,
+        }
+
+    def generate(self, request: DecodeRequest) -> DecodeResult:
+        if request.constraint is not None:
+            raise ValueError("llama-server cannot apply a token constraint (token healing): build prompts without")
+        answer = self._post(self.body(request))
+        tokens = answer.get("tokens")
+        timings = answer.get("timings")
+        if not isinstance(tokens, list) or not isinstance(timings, dict):
+            raise PeerError(f"llama-server at {self.url} answered without tokens or timings: {str(answer)[:200]}")
+        kept, finish = _cut([int(t) for t in tokens], request, answer.get("stop_type"))
+        return DecodeResult(kept, stats_from_timings(request, timings, len(kept), finish))
+
+    def _post(self, body: dict[str, Any]) -> dict[str, Any]:
+        data = json.dumps(body).encode()
+        post = urllib.request.Request(f"{self.url}/completion", data, {"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(post, timeout=self.timeout_s) as response:
+                answer = json.load(response)
+        except urllib.error.HTTPError as exc:
+            raise PeerError(f"llama-server at {self.url}: HTTP {exc.code}: {exc.read()[:300]!r}") from exc
+        except (OSError, ValueError) as exc:
+            raise PeerError(f"llama-server at {self.url} did not answer: {exc}") from exc
+        if not isinstance(answer, dict):
+            raise PeerError(f"llama-server at {self.url} answered {str(answer)[:200]}")
+        return answer
+
+
+def _cut(tokens: list[int], request: DecodeRequest, stop_type: Any) -> tuple[list[int], FinishReason]:
+    """The server's tokens as our decoders return them: up to the first EOS id (not included), then the
+    stop callback; the finish reason."""
+    for i, token in enumerate(tokens):
+        if token in request.eos_ids:
+            return tokens[:i], "eos"
+    if request.stop is not None:
+        keep = request.stop(tokens)
+        if keep is not None:
+            return tokens[:keep], "stop"
+    return tokens, "eos" if stop_type == "eos" else "length"
+
+
+def stats_from_timings(
+    request: DecodeRequest, timings: dict[str, Any], new_tokens: int, finish: FinishReason
+) -> DecodeStats:
+    """llama-server's ``timings`` as our statistics. With speculation each decoding pass commits one token
+    plus its accepted drafts, so passes = generated - accepted drafts (the first token comes from the prefill)."""
+    generated = int(timings.get("predicted_n", new_tokens))
+    drafted = int(timings.get("draft_n", 0) or 0)
+    accepted = int(timings.get("draft_n_accepted", 0) or 0)
+    steps = max(generated - 1 - accepted, 0)
+    stats = DecodeStats(
+        prompt_tokens=len(request.prompt_ids),
+        prefilled_tokens=int(timings.get("prompt_n", len(request.prompt_ids))),
+        reused_tokens=int(timings.get("cache_n", 0) or 0),
+        steps=steps,
+        new_tokens=new_tokens,
+        tokens_in_passes=steps + drafted,
+        prefill_ms=float(timings.get("prompt_ms", 0.0)),
+        decode_ms=float(timings.get("predicted_ms", 0.0)),
+        finish_reason=finish,
+    )
+    if accepted:
+        stats.tokens_by_source["llama-ngram"] = accepted
+    return stats
+
+
+# ---- the servers ------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Peer:
+    """One started configuration: its server and the decoder that talks to it."""
+
+    name: str
+    server: LlamaServer
+    decoder: LlamaServerDecoder
+
+
+@contextlib.contextmanager
+def started_peers(
+    configs: Mapping[str, Sequence[str]], threads: int, log_dir: Path, gguf: Path | None = None
+) -> Iterator[dict[str, Peer]]:
+    """One llama-server per configuration (name -> extra arguments) on ``gguf`` (the embedded model's by
+    default) with ``threads`` threads; all stopped when the block ends, however it ends. PeerError when the
+    engine is not installed or a server does not start."""
+    if not configs:
+        yield {}
+        return
+    reason = engine_unavailable()
+    if reason is not None:
+        raise PeerError(reason)
+    model = gguf if gguf is not None else embedded_gguf()
+    log_dir.mkdir(parents=True, exist_ok=True)
+    peers: dict[str, Peer] = {}
+    try:
+        for name, args in configs.items():
+            server = LlamaServer(model, log_dir / f"{name}.log", threads=threads, extra_args=args)
+            peers[name] = Peer(name, server, LlamaServerDecoder(server.url))
+            try:
+                server.start()
+            except RuntimeError as exc:
+                raise PeerError(f"{name}: {exc}") from exc
+        yield peers
+    finally:
+        for peer in peers.values():
+            peer.server.stop()
+
+
+def peer_configs(names: Sequence[str]) -> dict[str, tuple[str, ...]]:
+    """The :data:`PEERS` among ``names``, in their order."""
+    return {name: PEERS[name] for name in names if name in PEERS}
+
+
+# ---- the sweep -------------------------------------------------------------------------------------------
+
+
+def sweep(args: argparse.Namespace) -> str:
+    """Every :data:`SPEC_SWEEP` setting (and plain llama-server) on the same holes; a Markdown table."""
+    from decoder.model import stop_token_ids
+    from evaluation.speed import ContextBuilder
+    from evaluation.workloads import Corpus, make_holes
+    from lsp_server.completion import Limits, decode_request
+
+    corpus = Corpus.load(args.corpus)
+    tokenizer = _tokenizer()
+    builder = ContextBuilder(corpus, tokenizer, args.token_budget)
+    holes = [h for w in args.workload.split(",") for h in make_holes(corpus, w.strip(), args.holes, args.seed)]
+    limits = Limits(args.max_new_tokens, stop_token_ids(tokenizer))
+    requests = [decode_request(builder.prompt(h), limits, []) for h in holes]
+    settings = {"plain": (), **SPEC_SWEEP}
+    rows = [
+        "| setting | llama-server arguments | tokens/s | passes/token | drafted | accepted | identical to plain |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    reference: list[list[int]] = []
+    for name, extra in settings.items():
+        with started_peers({name: extra}, args.threads, Path(args.out)) as peers:
+            decoder = peers[name].decoder
+            decoder.generate(DecodeRequest(requests[0].prompt_ids[-32:], max_new_tokens=4))  # warm-up
+            results = [decoder.generate(r) for r in requests]
+        outs = [r.token_ids for r in results]
+        reference = reference or outs
+        tokens = sum(r.stats.new_tokens for r in results)
+        decode_s = sum(r.stats.decode_ms for r in results) / 1000.0
+        steps = sum(r.stats.steps for r in results)
+        drafted = sum(r.stats.tokens_in_passes - r.stats.steps for r in results)
+        accepted = sum(r.stats.tokens_by_source["llama-ngram"] for r in results)
+        same = sum(a == b for a, b in zip(outs, reference, strict=True))
+        rows.append(
+            f"| {name} | `{' '.join(extra) or '(none)'}` | {tokens / decode_s:.1f} | {steps / max(tokens, 1):.2f} "
+            f"| {drafted} | {accepted} | {same}/{len(outs)} |"
+        )
+        print(rows[-1], file=sys.stderr, flush=True)
+    return f"{corpus.name}: {len(holes)} holes ({args.workload}), {args.max_new_tokens} new tokens, " + (
+        f"{args.threads} threads\n\n" + "\n".join(rows)
+    )
+
+
+def _tokenizer() -> Any:
+    from transformers import AutoTokenizer
+
+    from decoder.embedded import ensure_converted
+
+    return AutoTokenizer.from_pretrained(str(ensure_converted()))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from decoder.model import physical_cores
+
+    parser = argparse.ArgumentParser(prog="python -m evaluation.llama_peer", description=__doc__.split("\n")[0])
+    parser.add_argument("--sweep", action="store_true", help="sweep llama-server's n-gram speculation settings")
+    parser.add_argument("--corpus", default=None, help="directory of code to cut holes from (default: pathspec)")
+    parser.add_argument("--workload", default="fim", help="comma-separated workloads (default: fim)")
+    parser.add_argument("--holes", type=int, default=3, help="holes per workload (default: 3)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--max-new-tokens", type=int, default=48)
+    parser.add_argument("--token-budget", type=int, default=1024)
+    parser.add_argument("--threads", type=int, default=physical_cores(), help="server threads (default: cores)")
+    parser.add_argument("--out", default=".artifacts/llama-peer", help="server logs go here")
+    args = parser.parse_args(argv)
+    if not args.sweep:
+        parser.error("nothing to do: pass --sweep")
+    started = time.perf_counter()
+    print(sweep(args))
+    print(f"({time.perf_counter() - started:.0f} s)", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
