@@ -30,6 +30,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import shutil
 import socket
 import statistics
 import subprocess
@@ -125,8 +126,13 @@ class LlamaServer:
         return f"http://127.0.0.1:{self.port}"
 
     def command(self) -> list[str]:
+        """The command line; under ``setpriv --pdeathsig TERM`` where there is one (util-linux), so that the
+        server ends with the process that started it even when that one is killed outright (SIGTERM, SIGKILL:
+        no ``finally`` runs)."""
         threads = str(self.threads)
+        setpriv = shutil.which("setpriv")
         return [
+            *([setpriv, "--pdeathsig", "TERM", "--"] if setpriv else []),
             str(LLAMA_SERVER),
             *("-m", str(self.gguf), "--host", "127.0.0.1", "--port", str(self.port)),
             *("-c", str(ENGINE_CONTEXT), "-t", threads, "-tb", threads),

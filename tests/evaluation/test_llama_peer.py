@@ -5,6 +5,10 @@ ratios of the summary, and against the real server on the embedded GGUF (skipped
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
+import sys
+import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -134,7 +138,7 @@ def test_peer_servers_stop_when_the_block_ends_badly(peers: dict[str, Peer], tmp
         process = running["llama-server"].server.process
         assert process is not None and process.poll() is None
         raise KeyboardInterrupt
-    assert process.poll() is not None
+    assert process is not None and process.poll() is not None
 
 
 @pytest.mark.real_model
@@ -148,3 +152,27 @@ def test_peer_decodes_what_our_greedy_decodes(peers: dict[str, Peer], tokenizer:
     for text in (FIM, prompt):
         request = _request(tokenizer, text, 16)
         assert peers["llama-server"].decoder.generate(request).token_ids == ours.generate(request).token_ids
+
+
+def test_a_server_ends_with_the_process_that_started_it_even_when_killed(
+    peers: dict[str, Peer], tmp_path: Path
+) -> None:
+    """SIGKILL runs no ``finally``: the server still goes (``setpriv --pdeathsig``), no orphan holds the CPU."""
+    if shutil.which("setpriv") is None:
+        pytest.skip("no setpriv (util-linux) here: a server outlives a killed benchmark")
+    code = (
+        "import sys, time\nfrom pathlib import Path\nfrom evaluation.remote_bench import LlamaServer, embedded_gguf\n"
+        f"server = LlamaServer(embedded_gguf(), Path({str(tmp_path / 'server.log')!r}))\n"
+        "server.start()\nprint(server.process.pid, flush=True)\ntime.sleep(600)\n"
+    )
+    starter = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        server = Path(f"/proc/{int(starter.stdout.readline())}")  # type: ignore[union-attr]
+        assert "llama-server" in (server / "cmdline").read_text()
+    finally:
+        starter.kill()
+        starter.wait()
+    deadline = time.monotonic() + 30
+    while server.exists() and (server / "stat").read_text().split()[2] != "Z":
+        assert time.monotonic() < deadline, "llama-server outlived the process that started it"
+        time.sleep(0.1)
