@@ -197,6 +197,18 @@ def _planes(state: State, name: str) -> list[Plane]:
     return planes
 
 
+def logical_size(model: torch.nn.Module) -> int:
+    """How many weights ``model`` has as a float model: parameters, plus the matrices of packed layers."""
+    total = 0
+    for module in model.modules():
+        total += sum(p.numel() for p in module.parameters(recurse=False))
+        if isinstance(module, PackedLinear | DenseLinear):
+            total += module.in_features * module.out_features + (0 if module.bias is None else module.bias.numel())
+        elif isinstance(module, PackedEmbedding):
+            total += module.num_embeddings * module.embedding_dim
+    return total
+
+
 def cache_path(root: Path, sha256: str) -> Path:
     """Where the packed state of the GGUF with this sha256 is cached for this PyTorch version."""
     return root / CACHE_FORMAT / f"torch-{torch.__version__}" / f"{sha256}.safetensors"
