@@ -33,7 +33,7 @@ def add_workload_arguments(parser: argparse.ArgumentParser, workloads: str, max_
         "--weights",
         default="auto",
         choices=("auto", "gguf", "dense"),
-        help="decode on the GGUF's own blocks (gguf), dense weights, or auto (gguf on a CPU where it can)",
+        help="auto (a GGUF's own blocks as int4 planes on a CPU), gguf, dense (the model's dtype)",
     )
     parser.add_argument("--token-budget", type=int, default=1024, help="prompt tokens at most (default: 1024)")
     parser.add_argument("--out", default=None, help="write JSON, Markdown and PNG reports to this directory")
@@ -114,8 +114,9 @@ def run_meta(args: argparse.Namespace, corpus: Corpus, loaded: LoadedModel) -> d
 
     return {
         "model": f"{loaded.spec} ({loaded.source}: {loaded.path})",
-        "device": f"{loaded.device} {loaded.dtype}, prefill {loaded.prefill_dtype}".replace("torch.", ""),
-        "weights": loaded.weights,
+        "device": f"{loaded.device} {loaded.dtype}, {loaded.weights} weights, prefill {loaded.prefill_dtype}".replace(
+            "torch.", ""
+        ),
         "corpus": f"{corpus.name} ({corpus.root})",
         "workloads": args.workload,
         "holes_per_workload": args.holes,
