@@ -14,6 +14,7 @@ from lsp_server.cli import UsageError
 
 if TYPE_CHECKING:
     from decoder.model import LoadedModel
+    from evaluation.speed import BenchResult, ContextBuilder, DecoderConfig
     from evaluation.workloads import Corpus, Hole
 
 
@@ -55,6 +56,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=1,
         help="decode each hole this many rounds; each configuration keeps its fastest (default: 1)",
+    )
+    parser.add_argument(
+        "--peer-threads",
+        type=int,
+        default=None,
+        help="threads of llama-server (default: torch's, as our decoders use)",
     )
     parser.add_argument("--sweep", action="store_true", help="add the (W, N, G) sweep")
     parser.add_argument("--lsp", action="store_true", help="also replay a typing session through the daemon")
@@ -128,15 +135,10 @@ def run_meta(args: argparse.Namespace, corpus: Corpus, loaded: LoadedModel) -> d
 
 
 def run(args: argparse.Namespace) -> int:
-    import tempfile
-
-    import torch
-
-    from decoder.model import stop_token_ids
-    from evaluation.llama_peer import PeerError, peer_configs, started_peers
+    from evaluation.llama_peer import peer_configs
     from evaluation.remote_bench import resident_bytes
     from evaluation.report import bench_markdown, write_bench
-    from evaluation.speed import ContextBuilder, parse_decoders, run_bench
+    from evaluation.speed import ContextBuilder, parse_decoders
 
     try:
         configs = parse_decoders(args.decoders, args.sweep)
@@ -148,11 +150,44 @@ def run(args: argparse.Namespace) -> int:
     loaded = load(args)
     builder = ContextBuilder(corpus, loaded.tokenizer, args.token_budget)
     meta = {**run_meta(args, corpus, loaded), "repeats": args.repeats, "rss_mb_model_loaded": _mb(resident_bytes())}
+    result = bench_beside_peers(args, loaded, builder, holes, configs, meta, peers, gguf)
+    meta.update(rss_mb_end=_mb(resident_bytes()), rss_mb_peak=_mb(resident_bytes(field_name="VmHWM")))
+    print(bench_markdown(result))
+    written = write_bench(result, Path(args.out)) if args.out else []
+    if args.lsp:
+        written += replay_through_daemon(args, corpus, holes)
+    for path in written:
+        progress(f"wrote {path}")
+    return 0
+
+
+def bench_beside_peers(
+    args: argparse.Namespace,
+    loaded: LoadedModel,
+    builder: ContextBuilder,
+    holes: list[Hole],
+    configs: list[DecoderConfig],
+    meta: dict[str, Any],
+    peers: dict[str, tuple[str, ...]],
+    gguf: Path | None,
+) -> BenchResult:
+    """``run_bench`` with the peer configurations' llama-servers running (same GGUF; torch's threads unless
+    --peer-threads), stopped however it ends; their resident memory goes into ``meta``."""
+    import tempfile
+
+    import torch
+
+    from decoder.model import stop_token_ids
+    from evaluation.llama_peer import PeerError, started_peers
+    from evaluation.speed import run_bench
+
     logs = Path(args.out) / "llama-server" if args.out else Path(tempfile.mkdtemp(prefix="lookahead-peer-"))
+    threads = args.peer_threads or torch.get_num_threads()
     try:
-        with started_peers(peers, torch.get_num_threads(), logs, gguf) as running:
+        with started_peers(peers, threads, logs, gguf) as running:
             if running:
-                progress(f"llama-server ({', '.join(running)}): {torch.get_num_threads()} threads, logs in {logs}")
+                meta["llama_server_threads"] = threads
+                progress(f"llama-server ({', '.join(running)}): {threads} threads, logs in {logs}")
             result = run_bench(
                 loaded.model,
                 builder,
@@ -168,14 +203,7 @@ def run(args: argparse.Namespace) -> int:
             meta.update({f"rss_mb_{name}": _mb(peer.server.rss_bytes()) for name, peer in running.items()})
     except PeerError as exc:
         raise UsageError(f"llama-server: {exc}") from exc
-    meta.update(rss_mb_end=_mb(resident_bytes()), rss_mb_peak=_mb(resident_bytes(field_name="VmHWM")))
-    print(bench_markdown(result))
-    written = write_bench(result, Path(args.out)) if args.out else []
-    if args.lsp:
-        written += replay_through_daemon(args, corpus, holes)
-    for path in written:
-        progress(f"wrote {path}")
-    return 0
+    return result
 
 
 def peer_gguf(model: str) -> Path | None:
