@@ -290,7 +290,8 @@ def run_bench(
     an empty cache: a prompt prefilled whole (in bf16 on a CPU) and one reused from the round before but the
     last token give slightly different numbers, and now and then another token. Every round must give the
     same tokens, else the run counts as not identical to greedy. ``peers``: the decoders of the ``peer``
-    configurations (running llama-servers, which prefill the whole prompt on every call)."""
+    configurations (running llama-servers, which prefill the whole prompt on every call); with them, ours
+    too start every decode from an empty cache, so that prefill and completion times compare like with like."""
     if not configs or configs[0].name != REFERENCE:
         raise ValueError("the first configuration must be plain greedy, the reference")
     cost = measure_cost(model)
@@ -305,6 +306,7 @@ def run_bench(
     result = BenchResult(meta, [c.name for c in configs], list(holes))
     if not holes:
         return result
+    whole_prefill = repeats > 1 or bool(peers)  # a peer prefills the whole prompt: so do ours, like with like
     started = time.perf_counter()
     for i, hole in enumerate(holes):
         inputs = builder.inputs(hole)
@@ -314,7 +316,7 @@ def run_bench(
         for _ in range(max(repeats, 1)):
             for config in configs:
                 request = decode_request(inputs.built, Limits(max_new_tokens, eos_ids), inputs.extra_drafts)
-                if repeats > 1:
+                if whole_prefill:
                     _forget_cache(decoders[config.name])
                 rounds[config.name].append(decoders[config.name].generate(request))
         reference = rounds[REFERENCE][0].token_ids

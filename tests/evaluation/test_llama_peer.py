@@ -176,3 +176,30 @@ def test_a_server_ends_with_the_process_that_started_it_even_when_killed(
     while server.exists() and (server / "stat").read_text().split()[2] != "Z":
         assert time.monotonic() < deadline, "llama-server outlived the process that started it"
         time.sleep(0.1)
+
+
+@pytest.mark.real_model
+def test_bench_beside_llama_server_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from evaluation.remote_bench import engine_unavailable
+
+    if (reason := engine_unavailable()) is not None:
+        pytest.skip(reason)
+    out = tmp_path / "bench"
+    argv = ["bench", "--workload", "fim", "--holes", "1", "--max-new-tokens", "8", "--token-budget", "256"]
+    argv += ["--decoders", "greedy,llama-server,llama-server-ngram", "--peer-threads", "1", "--out", str(out)]
+    assert main(argv) == 0
+    assert (
+        "| llama-server-ngram |" in capsys.readouterr().out and "completion vs greedy" in (out / "bench.md").read_text()
+    )
+    data = json.loads((out / "bench.json").read_text())
+    assert data["configs"] == ["greedy", "llama-server", "llama-server-ngram"]
+    meta = data["meta"]
+    print({k: v for k, v in meta.items() if k.startswith(("rss", "llama"))})
+    assert meta["llama_server_threads"] == 1 and meta["rss_mb_model_loaded"] > 100
+    assert meta["rss_mb_llama-server"] > 100 and meta["rss_mb_llama-server-ngram"] > 100
+    for row in data["summary"]["fim"]:
+        assert row["tokens_per_s"] > 0 and row["prefill_ms"] > 0 and row["prefill_speedup"] > 0
+        assert row["completion_ms"] == pytest.approx(row["prefill_ms"] + row["decode_ms"], abs=0.01)
+    # our decoders prefilled the whole prompt too (no cache kept from the warm-up or another decoder)
+    assert all(run["prefilled_tokens"] == run["prompt_tokens"] for run in data["runs"])
+    assert (out / "llama-server" / "llama-server.log").is_file()
