@@ -11,7 +11,7 @@ edit left the cursor (:func:`edit_end`).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +23,7 @@ from lsp_server.documents import Document
 
 if TYPE_CHECKING:
     from context.prompt import BuiltPrompt
+    from context.syntax import CompletionShape
     from lsp_server.engine import Engine
 
 SUFFIX_CHARS = 20_000  # the text after the cursor that stop rules and trimming look at
@@ -61,6 +62,7 @@ class Completion:
     token_ids: list[int]
     decode: DecodeStats
     latency_ms: dict[str, float] = field(default_factory=dict)
+    final: bool = True  # False: shown at a deadline while decoding goes on (progressive ghost text)
 
     @property
     def text(self) -> str:
@@ -127,33 +129,57 @@ class StageClock:
         }
 
 
-def complete(snapshot: Snapshot, engine: Engine, cancel: CancelToken, queue_ms: float = 0.0) -> Completion:
-    """Complete at ``snapshot``; a cancelled run returns what it has (the caller drops it)."""
+def complete(
+    snapshot: Snapshot,
+    engine: Engine,
+    cancel: CancelToken,
+    queue_ms: float = 0.0,
+    publish: Callable[[Completion], None] | None = None,
+) -> Completion:
+    """Complete at ``snapshot``; a cancelled run returns what it has (the caller drops it).
+
+    The keystroke deadlines (counted from the key: ``queue_ms`` before now) end a completion at a line end
+    (a runaway first line at a word end, ``line_cap_ms``). With ``publish`` they are publish points instead:
+    ``publish`` gets the completion as it would have ended there (``final`` False) and decoding goes on, on
+    the same KV and under the same stop rules, to the whole completion (returned, ``final`` True)."""
     from context.healing import healing_constraint, strip_healed
-    from context.postprocess import StopRules, WordEnd, make_stop_fn, text_decoder, trim
-    from context.syntax import analyze
+    from context.postprocess import StopRules, WordEnd, make_stop_fn, text_decoder
 
     clock = StageClock(queue=queue_ms)
     key_time = time.perf_counter() - queue_ms / 1000.0
-    out_of_time = deadline(engine.config.multiline_deadline_ms, key_time)
-    line_out_of_time = deadline(engine.config.line_deadline_ms, key_time)
-    line_end = WordEnd(line_out_of_time) if line_out_of_time is not None else None
+    config = engine.config
+    cap = deadline(config.line_cap_ms, key_time)
+    line_end = WordEnd(cap) if cap is not None else None
     tokenizer = engine.model.tokenizer
     doc, offset = snapshot.doc, snapshot.offset
     suffix = doc.text[offset : offset + SUFFIX_CHARS]
 
     with clock.stage("prompt"):
-        shape = analyze(doc.text, offset, doc.language_id or None, str(snapshot.path))
+        shape = analyze_at(snapshot)
         built = prompt_for(snapshot, engine)
         decode_text = text_decoder(tokenizer)
-        stop = make_stop_fn(decode_text, StopRules(shape, suffix), built.healed_text, out_of_time, line_end)
+
+        def published(tokens: Sequence[int], visible: str) -> None:
+            if not cancel.cancelled and publish is not None:
+                stats = DecodeStats(prompt_tokens=len(built.token_ids), new_tokens=len(tokens), finish_reason="stop")
+                publish(shown(snapshot, shape, visible, list(tokens), stats, clock.total(), final=False))
+
+        stop = make_stop_fn(
+            decode_text,
+            StopRules(shape, suffix),
+            built.healed_text,
+            deadline(config.multiline_deadline_ms, key_time),
+            line_end,
+            line_late=deadline(config.line_deadline_ms, key_time),
+            publish=published if publish is not None else None,
+        )
         constraint = healing_constraint(tokenizer, built.healing) if built.healing else None
         engine.set_current(doc.path)
 
     result = engine.decoder().generate(
         DecodeRequest(
             prompt_ids=built.token_ids,
-            max_new_tokens=engine.config.max_new_tokens,
+            max_new_tokens=config.max_new_tokens,
             eos_ids=engine.stop_ids,
             stop=stop,
             cancel=cancel,
@@ -166,12 +192,37 @@ def complete(snapshot: Snapshot, engine: Engine, cancel: CancelToken, queue_ms: 
 
     with clock.stage("postprocess"):
         raw = strip_healed(decode_text(result.token_ids), built.healed_text)
-        if line_end is not None:
+        if line_end is not None and publish is None:  # the cap ended it inside a token: cut there
             raw = line_end.apply(raw)
-        text = trim(raw, shape, suffix, truncated=result.stats.finish_reason == "length")
-        edit = edit_for(doc, offset, text)
+        completion = shown(snapshot, shape, raw, result.token_ids, result.stats, {})
+    completion.latency_ms = clock.total()
+    return completion
 
-    return Completion(snapshot.request_id, snapshot, edit, result.token_ids, result.stats, clock.total())
+
+def analyze_at(snapshot: Snapshot) -> CompletionShape:
+    """The completion's shape at the snapshot's cursor."""
+    from context.syntax import analyze
+
+    doc = snapshot.doc
+    return analyze(doc.text, snapshot.offset, doc.language_id or None, str(snapshot.path))
+
+
+def shown(
+    snapshot: Snapshot,
+    shape: CompletionShape,
+    raw: str,
+    token_ids: list[int],
+    stats: DecodeStats,
+    latency_ms: dict[str, float],
+    final: bool = True,
+) -> Completion:
+    """The completion whose decoded text (healed characters stripped) is ``raw``: trimmed, as an edit."""
+    from context.postprocess import trim
+
+    doc, offset = snapshot.doc, snapshot.offset
+    suffix = doc.text[offset : offset + SUFFIX_CHARS]
+    text = trim(raw, shape, suffix, truncated=stats.finish_reason == "length")
+    return Completion(snapshot.request_id, snapshot, edit_for(doc, offset, text), token_ids, stats, latency_ms, final)
 
 
 def prompt_for(snapshot: Snapshot, engine: Engine) -> BuiltPrompt:
