@@ -13,8 +13,8 @@ def _doc(text: str, version: int = 1, uri: str = "file:///a.py") -> Document:
 
 
 def _completion(doc: Document, offset: int, text: str, tokens: int, final: bool, request_id: str = "r1") -> Completion:
-    edit = Edit(text, offset, offset)
-    return Completion(request_id, Snapshot(doc, offset, request_id), edit, list(range(tokens)), DecodeStats(), {}, final)
+    snapshot, edit = Snapshot(doc, offset, request_id), Edit(text, offset, offset)
+    return Completion(request_id, snapshot, edit, list(range(tokens)), DecodeStats(), {}, final)
 
 
 def test_an_entry_grows_with_its_run_and_ignores_older_publications() -> None:
