@@ -1,7 +1,8 @@
 """The slow-pass hook for tests: every forward pass of a Qwen2 model sleeps first, so that the keystroke
 deadlines pass while the tiny model decodes (as they do on a slow CPU with the real model).
 
-In-process: :func:`slow_down`. A daemon: ``python -m tests.slow_passes MS serve ...`` runs the CLI with it.
+In-process: :func:`slow_down`. A daemon: ``python tests/slow_passes.py MS serve ...`` runs the CLI with it, from
+the checkout this file is in (:data:`COMMAND`).
 """
 
 from __future__ import annotations
@@ -10,7 +11,15 @@ import functools
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
+
+CHECKOUT = Path(__file__).resolve().parents[1]
+
+
+def command(ms: float) -> list[str]:
+    """The daemon's command line (``serve`` and its options follow) with every pass ``ms`` slower."""
+    return [sys.executable, str(Path(__file__).resolve()), str(ms)]
 
 
 def slow_down(ms: float) -> Callable[[], None]:
@@ -33,6 +42,7 @@ def slow_down(ms: float) -> Callable[[], None]:
 
 
 if __name__ == "__main__":
+    sys.path[0] = str(CHECKOUT)  # this checkout's packages (not tests/ itself), whatever .venv points at
     from lsp_server.cli import main
 
     slow_down(float(sys.argv[1]))

@@ -8,7 +8,6 @@ the held text cancels it and no stale notification arrives; typing through it ke
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,8 +16,8 @@ from typing import Any
 import pytest
 
 from evaluation.lsp_client import LspClient
+from tests import slow_passes
 
-REPO = Path(__file__).resolve().parents[2]
 READY = "lookahead/completionReady"
 STATS = "lookahead/completionStats"
 PASS_MS = 60  # each forward pass sleeps this long first: 40 tokens take 2.4 s or more
@@ -38,8 +37,7 @@ TEXT = "def area(width, height):\n    return "
 def server(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LspClient]:
     tmp = tmp_path_factory.mktemp("progressive")
     (tmp / "ws" / ".git").mkdir(parents=True)
-    command = [sys.executable, "-m", "tests.slow_passes", str(PASS_MS), "serve"]
-    client = LspClient(command, cwd=REPO, stderr_path=tmp / "server.log")
+    client = LspClient([*slow_passes.command(PASS_MS), "serve"], stderr_path=tmp / "server.log")
     client.initialize(root=tmp / "ws", options={**OPTIONS, "model": str(tiny_model_dir)})
     assert client.wait_model()["state"] == "ready"
     yield client
