@@ -319,15 +319,16 @@ class Shown:
     request_id: str
 
 
-def typed_through(shown: Shown, doc: Document, offset: int) -> Edit | None:
+def typed_through(shown: Shown, doc: Document, offset: int, whole: bool = False) -> Edit | None:
     """The rest of ``shown`` when the user has typed exactly its start since it was shown, else None.
 
     Holds when the text before the old cursor and after the replaced range are unchanged and the text
-    in between is a proper prefix of the completion followed by the replaced text still there.
+    in between is a proper prefix of the completion (``whole``: or all of it, for a completion still growing)
+    followed by the replaced text still there.
     """
     old, edit = shown.doc.text, shown.edit
     typed_len = offset - edit.start
-    if typed_len <= 0 or typed_len >= len(edit.text):
+    if typed_len <= 0 or typed_len > len(edit.text) or (typed_len == len(edit.text) and not whole):
         return None
     replaced = old[edit.start : edit.end]
     tail = old[edit.end :]

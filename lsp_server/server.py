@@ -448,7 +448,7 @@ class LookaheadServer(LanguageServer):
             return None
         if doc.version == entry.doc.version and doc.text == entry.doc.text:
             return doc, entry.offset
-        if cursor is not None and pipeline.typed_through(entry.shown(), doc, cursor) is not None:
+        if cursor is not None and pipeline.typed_through(entry.shown(), doc, cursor, whole=entry.running) is not None:
             return doc, cursor
         return None
 

@@ -21,3 +21,18 @@ def test_replay_answers_every_keystroke(tiny_model_dir: Path) -> None:
     assert all(k.latency_ms > 0 for k in result.keystrokes)
     summary = result.summary()
     assert summary["keystrokes"] == 3 and summary["first_ms"] == round(result.keystrokes[0].latency_ms, 1)
+
+
+def test_pauses_are_watched_until_the_run_ends_and_tabled(tiny_model_dir: Path) -> None:
+    from evaluation.lsp_replay import compare_pauses, pause_holes, pauses_markdown
+
+    corpus = Corpus.load()
+    holes = pause_holes(corpus, 2)
+    assert [h.workload for h in holes] == ["midline", "fim"] and "\n" in holes[1].middle.strip()
+    pauses = compare_pauses(corpus, holes, str(tiny_model_dir), 6, modes=["progressive", "no deadlines"])
+    assert [(p.mode, p.hole) for p in pauses] == [(m, h) for m in ("progressive", "no deadlines") for h in holes]
+    for pause in pauses:
+        times = [t for t, _ in pause.shown]
+        assert times and times == sorted(times) and pause.at(times[-1]) == pause.final
+    table = pauses_markdown(pauses)
+    assert "| progressive | 2 |" in table and "| no deadlines | 2 |" in table

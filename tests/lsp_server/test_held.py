@@ -52,3 +52,14 @@ def test_the_cache_is_bounded_least_recently_used_first() -> None:
     assert len(cache) == 2 and cache.answer(docs[1], 4) is None and cache.answer(docs[0], 4) is not None
     cache.drop(docs[0].uri)
     assert len(cache) == 0
+
+
+def test_typing_all_of_a_growing_entry_waits_for_the_rest() -> None:
+    cache = CompletionCache()
+    doc = _doc("x = ")
+    entry, _ = cache.hold(_completion(doc, 4, "comp", 2, final=False))
+    typed = _doc("x = comp", version=2)
+    found = cache.answer(typed, 8)
+    assert found is not None and found[0] is entry and found[1].text == ""  # the rest is coming
+    cache.hold(_completion(doc, 4, "comp", 2, final=True))
+    assert cache.answer(typed, 8) is None  # whole and typed: nothing more to give
