@@ -4,7 +4,8 @@ An entry is what the daemon has for one state: the completion it answered with a
 the background (progressive ghost text), every longer version of it that the continuation publishes. Asking
 again at the same state is answered from the entry with no model work, and so is asking after typing
 characters that match the held text (:func:`lsp_server.pipeline.typed_through`, against the entry's latest
-text; all of it while its run still goes on: the rest is coming). Pure bookkeeping: the event loop alone reads and writes it.
+text; all of it while its run still goes on: the rest is coming). Pure bookkeeping: the event loop alone
+reads and writes it.
 """
 
 from __future__ import annotations

@@ -1,4 +1,6 @@
-"""One completion, top to bottom: snapshot, shape, prompt, decode (stop rules, healing), trim, item, stats.
+"""One completion, top to bottom: snapshot, deadlines, prompt, the completion core, the edit, stats.
+
+The core (shape, stop rules, healing, decode, trim) is ``lsp_server/completion.py``, shared with the benchmarks.
 
 :func:`complete` runs on the model worker for the server and directly for ``lookahead-lsp complete``.
 It returns plain data (:class:`Completion`): the server turns it into LSP items and a stats notification.
@@ -11,22 +13,19 @@ edit left the cursor (:func:`edit_end`).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from decoder.drafts import SequenceNgrams
-from decoder.types import CancelToken, DecodeRequest, DecodeStats
+from decoder.types import CancelToken, DecodeStats
+from lsp_server.completion import Cursor, Limits, StageClock, decode_completion, plan_completion, trim_visible
 from lsp_server.documents import Document
 
 if TYPE_CHECKING:
     from context.prompt import BuiltPrompt
-    from context.syntax import CompletionShape
     from lsp_server.engine import Engine
 
-SUFFIX_CHARS = 20_000  # the text after the cursor that stop rules and trimming look at
 COMPARE_BLOCK = 4096  # characters compared at a time by edit_end
 
 
@@ -107,28 +106,6 @@ class Warmed:
         }
 
 
-class StageClock:
-    """Milliseconds per named stage."""
-
-    def __init__(self, **already: float) -> None:
-        self.ms: dict[str, float] = dict(already)
-        self._started = time.perf_counter()
-
-    @contextmanager
-    def stage(self, name: str) -> Iterator[None]:
-        start = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.ms[name] = self.ms.get(name, 0.0) + (time.perf_counter() - start) * 1000.0
-
-    def total(self) -> dict[str, float]:
-        return {
-            **self.ms,
-            "total": self.ms.get("queue", 0.0) + (time.perf_counter() - self._started) * 1000.0,
-        }
-
-
 def complete(
     snapshot: Snapshot,
     engine: Engine,
@@ -142,87 +119,39 @@ def complete(
     (a runaway first line at a word end, ``line_cap_ms``). With ``publish`` they are publish points instead:
     ``publish`` gets the completion as it would have ended there (``final`` False) and decoding goes on, on
     the same KV and under the same stop rules, to the whole completion (returned, ``final`` True)."""
-    from context.healing import healing_constraint, strip_healed
-    from context.postprocess import StopRules, WordEnd, make_stop_fn, text_decoder
-
     clock = StageClock(queue=queue_ms)
     key_time = time.perf_counter() - queue_ms / 1000.0
     config = engine.config
-    cap = deadline(config.line_cap_ms, key_time)
-    line_end = WordEnd(cap) if cap is not None else None
-    tokenizer = engine.model.tokenizer
+    limits = Limits(
+        config.max_new_tokens,
+        engine.stop_ids,
+        block_deadline=deadline(config.multiline_deadline_ms, key_time),
+        line_deadline=deadline(config.line_deadline_ms, key_time),
+        line_cap=deadline(config.line_cap_ms, key_time),
+    )
     doc, offset = snapshot.doc, snapshot.offset
-    suffix = doc.text[offset : offset + SUFFIX_CHARS]
+    cursor = Cursor(doc.text, offset, str(snapshot.path), doc.language_id or None)
+
+    def published(tokens: Sequence[int], visible: str) -> None:
+        if publish is not None and not cancel.cancelled:
+            text = trim_visible(plan, visible, truncated=False)
+            stats = DecodeStats(prompt_tokens=len(built.token_ids), new_tokens=len(tokens), finish_reason="stop")
+            edit = edit_for(doc, offset, text)
+            publish(Completion(snapshot.request_id, snapshot, edit, list(tokens), stats, clock.total(), final=False))
 
     with clock.stage("prompt"):
-        shape = analyze_at(snapshot)
         built = prompt_for(snapshot, engine)
-        decode_text = text_decoder(tokenizer)
-
-        def published(tokens: Sequence[int], visible: str) -> None:
-            if not cancel.cancelled and publish is not None:
-                stats = DecodeStats(prompt_tokens=len(built.token_ids), new_tokens=len(tokens), finish_reason="stop")
-                publish(shown(snapshot, shape, visible, list(tokens), stats, clock.total(), final=False))
-
-        stop = make_stop_fn(
-            decode_text,
-            StopRules(shape, suffix),
-            built.healed_text,
-            deadline(config.multiline_deadline_ms, key_time),
-            line_end,
-            line_late=deadline(config.line_deadline_ms, key_time),
-            publish=published if publish is not None else None,
-        )
-        constraint = healing_constraint(tokenizer, built.healing) if built.healing else None
+        tokenizer = engine.model.tokenizer
+        on_deadline = published if publish is not None else None
+        plan = plan_completion(tokenizer, built, cursor, limits, engine.draft_sources(), cancel, on_deadline)
         engine.set_current(doc.path)
-
-    result = engine.decoder().generate(
-        DecodeRequest(
-            prompt_ids=built.token_ids,
-            max_new_tokens=config.max_new_tokens,
-            eos_ids=engine.stop_ids,
-            stop=stop,
-            cancel=cancel,
-            constraint=constraint,
-            drafts=[SequenceNgrams("suffix", built.suffix_ids), *engine.draft_sources()],
-        )
-    )
-    clock.ms["prefill"] = result.stats.prefill_ms
-    clock.ms["decode"] = result.stats.decode_ms
+    decoded = decode_completion(engine.decoder(), plan, clock)
 
     with clock.stage("postprocess"):
-        raw = strip_healed(decode_text(result.token_ids), built.healed_text)
-        if line_end is not None and publish is None:  # the cap ended it inside a token: cut there
-            raw = line_end.apply(raw)
-        completion = shown(snapshot, shape, raw, result.token_ids, result.stats, {})
-    completion.latency_ms = clock.total()
-    return completion
+        edit = edit_for(doc, offset, decoded.text)
 
-
-def analyze_at(snapshot: Snapshot) -> CompletionShape:
-    """The completion's shape at the snapshot's cursor."""
-    from context.syntax import analyze
-
-    doc = snapshot.doc
-    return analyze(doc.text, snapshot.offset, doc.language_id or None, str(snapshot.path))
-
-
-def shown(
-    snapshot: Snapshot,
-    shape: CompletionShape,
-    raw: str,
-    token_ids: list[int],
-    stats: DecodeStats,
-    latency_ms: dict[str, float],
-    final: bool = True,
-) -> Completion:
-    """The completion whose decoded text (healed characters stripped) is ``raw``: trimmed, as an edit."""
-    from context.postprocess import trim
-
-    doc, offset = snapshot.doc, snapshot.offset
-    suffix = doc.text[offset : offset + SUFFIX_CHARS]
-    text = trim(raw, shape, suffix, truncated=stats.finish_reason == "length")
-    return Completion(snapshot.request_id, snapshot, edit_for(doc, offset, text), token_ids, stats, latency_ms, final)
+    result = decoded.result
+    return Completion(snapshot.request_id, snapshot, edit, result.token_ids, result.stats, clock.total())
 
 
 def prompt_for(snapshot: Snapshot, engine: Engine) -> BuiltPrompt:
