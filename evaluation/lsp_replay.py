@@ -21,11 +21,13 @@ last key before the cursor is typed and the client then only watches, as the edi
 each ``lookahead/completionReady``. Per pause: the time to the first ghost text, until the whole first line
 is shown, until the whole block is shown (both: as the deadline-free completion has them), and whether the
 text shown 1 s and 3 s after the key equals the removed code; per daemon configuration in
-:data:`PAUSE_MODES` (progressive on and off, deadlines on and off, the word-end cut of before).
+:data:`PAUSE_MODES` (progressive on and off, deadlines on and off, the word-end cut of before), one daemon
+each, the modes taking turns at each hole.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import statistics
@@ -426,45 +428,44 @@ def _warm_runs(client: LspClient) -> int:
     return int(client.command("lookahead.stats", timeout=ANSWER_TIMEOUT_S)["totals"].get("warmRuns", 0))
 
 
-def pause_session(corpus: Corpus, holes: list[Hole], options: dict[str, Any], mode: str) -> list[Pause]:
-    """One daemon; per hole: open the file two keys before the cursor and type one (the daemon learns the
-    cursor and prefills its prompt in idle time, as while a typist types), wait for that background prefill,
-    then :func:`watch_pause` types the last key. No completion is asked for before it: every pause is a model
-    run (none is typed through an earlier answer)."""
-    pauses: list[Pause] = []
-    with tempfile.TemporaryDirectory(prefix="lookahead-pause-") as tmp:
-        root = _workspace_copy(corpus, tmp)
-        client = _start_daemon(root, options)
-        try:
-            for n, hole in enumerate(holes):
-                uri = (root / hole.path).as_uri()
-                opened = {"uri": uri, "languageId": "python", "version": 1, "text": hole.prefix[:-2] + hole.suffix}
-                warm_runs = _warm_runs(client)
-                client.notify("textDocument/didOpen", {"textDocument": opened})
-                one_key = {"uri": uri, "version": 2}
-                client.notify(
-                    "textDocument/didChange",
-                    {"textDocument": one_key, "contentChanges": [{"text": hole.prefix[:-1] + hole.suffix}]},
-                )
-                deadline = time.monotonic() + ANSWER_TIMEOUT_S
-                while _warm_runs(client) <= warm_runs and time.monotonic() < deadline:
-                    time.sleep(0.2)
-                pauses.append(watch_pause(client, hole, uri, 3, mode))
-                client.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
-                print(f"[{mode}] pause {n + 1}/{len(holes)} {hole.id}", file=sys.stderr, flush=True)
-        finally:
-            client.close()
-    return pauses
+def pause_at(client: LspClient, root: Path, hole: Hole, mode: str) -> Pause:
+    """Open ``hole``'s file two keys before the cursor and type one (the daemon learns the cursor and prefills
+    its prompt in idle time, as while a typist types), wait for that background prefill, then
+    :func:`watch_pause` types the last key. No completion is asked for before it: every pause is a model run
+    (none is typed through an earlier answer)."""
+    uri = (root / hole.path).as_uri()
+    opened = {"uri": uri, "languageId": "python", "version": 1, "text": hole.prefix[:-2] + hole.suffix}
+    warm_runs = _warm_runs(client)
+    client.notify("textDocument/didOpen", {"textDocument": opened})
+    one_key = {"textDocument": {"uri": uri, "version": 2}, "contentChanges": [{"text": hole.prefix[:-1] + hole.suffix}]}
+    client.notify("textDocument/didChange", one_key)
+    deadline = time.monotonic() + ANSWER_TIMEOUT_S
+    while _warm_runs(client) <= warm_runs and time.monotonic() < deadline:
+        time.sleep(0.2)
+    pause = watch_pause(client, hole, uri, 3, mode)
+    client.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
+    return pause
 
 
 def compare_pauses(
     corpus: Corpus, holes: list[Hole], model: str, max_new_tokens: int, modes: list[str] | None = None
 ) -> list[Pause]:
-    """:func:`pause_session` once per mode of :data:`PAUSE_MODES` (all, or ``modes``)."""
+    """One daemon per mode of :data:`PAUSE_MODES` (all, or ``modes``), all started first; then every hole is
+    paused at in each mode in turn (the order rotating from hole to hole), so that on a shared CPU the modes
+    meet the same load and compare within a hole."""
+    modes = modes or list(PAUSE_MODES)
     pauses: list[Pause] = []
-    for mode in modes or list(PAUSE_MODES):
-        options = {"model": model, "maxNewTokens": max_new_tokens, **PAUSE_MODES[mode]}
-        pauses += pause_session(corpus, holes, options, mode)
+    with tempfile.TemporaryDirectory(prefix="lookahead-pause-") as tmp, contextlib.ExitStack() as stack:
+        daemons: dict[str, tuple[LspClient, Path]] = {}
+        for i, mode in enumerate(modes):
+            root = _workspace_copy(corpus, str(Path(tmp) / str(i)))
+            client = _start_daemon(root, {"model": model, "maxNewTokens": max_new_tokens, **PAUSE_MODES[mode]})
+            stack.callback(client.close)
+            daemons[mode] = (client, root)
+        for n, hole in enumerate(holes):
+            for mode in modes[n % len(modes) :] + modes[: n % len(modes)]:
+                pauses.append(pause_at(*daemons[mode], hole, mode))
+            print(f"pause {n + 1}/{len(holes)} {hole.id}", file=sys.stderr, flush=True)
     return pauses
 
 
