@@ -44,9 +44,9 @@ class Held:
 
 
 class CompletionCache:
-    """Held completions, least recently used dropped beyond ``size``."""
+    """Held completions, least recently used dropped beyond ``size`` (each keeps its document version's text)."""
 
-    def __init__(self, size: int = 64) -> None:
+    def __init__(self, size: int = 16) -> None:
         self.size = size
         self._entries: OrderedDict[Key, Held] = OrderedDict()
 
