@@ -359,7 +359,9 @@ PAUSE_MODES: dict[str, dict[str, Any]] = {
     # before: a first line cut where its word ended 600 ms after the key
     "word cut": {"progressive": False, "lineDeadlineMs": None, "lineCapMs": 600},
 }
-REFERENCE_MODE = "no deadlines"  # the deadline-free completion: what "whole line" and "whole block" mean
+REFERENCE_MODE = "no deadlines"  # the deadline-free completion: what "whole line" and "whole block" mean ...
+RUN_TO_THE_END = ("progressive", "no deadlines")  # ... except where a mode's own runs end by themselves
+# (the same prompt on two daemons can decode differently: their KV caches were filled by different passes)
 
 
 @dataclass
@@ -487,11 +489,13 @@ def pauses_markdown(pauses: list[Pause]) -> str:
     got there, and exact matches of the text shown 1 s, 3 s and at the end against the removed code."""
     from evaluation.report import markdown_table
 
-    reference = {id(p.hole): p.final for p in pauses if p.mode == REFERENCE_MODE}
+    reference = {(p.hole.id, p.hole.middle): p.final for p in pauses if p.mode == REFERENCE_MODE}
     rows = []
     for mode in dict.fromkeys(p.mode for p in pauses):
         mine = [p for p in pauses if p.mode == mode]
-        whole = [reference.get(id(p.hole), p.final) for p in mine]
+        whole = [
+            p.final if mode in RUN_TO_THE_END else reference.get((p.hole.id, p.hole.middle), p.final) for p in mine
+        ]
         line = [
             p.when(lambda t, w=w: _first_line(t) == _first_line(w) and w.strip() != "")
             for p, w in zip(mine, whole, strict=True)
@@ -517,16 +521,33 @@ def pauses_markdown(pauses: list[Pause]) -> str:
     return markdown_table(headers, rows)
 
 
+def pauses_to_json(pauses: list[Pause]) -> list[dict[str, Any]]:
+    return [{"mode": p.mode, "hole": p.hole.id, "middle": p.hole.middle, "shown": p.shown} for p in pauses]
+
+
+def pauses_from_json(rows: list[dict[str, Any]]) -> list[Pause]:
+    """The pauses a ``--pauses --json`` run wrote (each hole rebuilt from its id and removed code)."""
+    pauses = []
+    for row in rows:
+        workload_path, line, column = row["hole"].rsplit(":", 2)
+        workload, path = workload_path.split(":", 1)
+        prefix = "\n" * (int(line) - 1) + " " * int(column)  # the same id; the table needs no more
+        hole = Hole(workload, "", path, prefix, row["middle"], "")
+        pauses.append(Pause(row["mode"], hole, [(float(t), str(text)) for t, text in row["shown"]]))
+    return pauses
+
+
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
     parser = argparse.ArgumentParser(description="Keystroke-to-ghost-text latency, background prefill on and off.")
-    parser.add_argument("--corpus", required=True, help="directory of real code (the workspace)")
+    parser.add_argument("--corpus", default=None, help="directory of real code (the workspace)")
     parser.add_argument("--file", default=None, help="the large file to type in, relative to the corpus")
     parser.add_argument(
         "--pauses", type=int, default=None, help="instead: N pauses (lines and blocks), progressive ghost text"
     )
     parser.add_argument("--modes", default=None, help="with --pauses: comma-separated modes (default: all)")
+    parser.add_argument("--table", default=None, help="instead: the --pauses table of the JSON a run wrote")
     parser.add_argument("--holes", type=int, default=4)
     parser.add_argument("--keys", type=int, default=8, help="keys typed per hole (at least; through a new line)")
     parser.add_argument("--pause", type=float, default=2.0, help="seconds between opening and the first key")
@@ -535,6 +556,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", default=None, help="also write every keystroke here")
     args = parser.parse_args(argv)
 
+    if args.table:
+        print(pauses_markdown(pauses_from_json(json.loads(Path(args.table).read_text(encoding="utf-8")))))
+        return 0
     corpus = Corpus.load(args.corpus)
     if args.pauses:
         holes = pause_holes(corpus, args.pauses)
@@ -543,11 +567,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{corpus.name}: {len(holes)} pauses, max {args.max_new_tokens} new tokens")
         print(pauses_markdown(pauses))
         if args.json:
-            rows = [{"mode": p.mode, "hole": p.hole.id, "middle": p.hole.middle, "shown": p.shown} for p in pauses]
-            Path(args.json).write_text(json.dumps(rows, indent=1), encoding="utf-8")
+            Path(args.json).write_text(json.dumps(pauses_to_json(pauses), indent=1), encoding="utf-8")
         return 0
-    if not args.file:
-        parser.error("--file is needed (or --pauses)")
+    if not args.file or not args.corpus:
+        parser.error("--corpus and --file are needed (or --pauses, or --table)")
     holes = session_holes(corpus, args.file, args.holes)
     lines = corpus.file(args.file).text.count("\n")
     keys = compare_sessions(corpus, holes, args.model, args.max_new_tokens, args.pause, args.keys)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from evaluation.lsp_replay import lsp_position, replay
@@ -24,7 +25,7 @@ def test_replay_answers_every_keystroke(tiny_model_dir: Path) -> None:
 
 
 def test_pauses_are_watched_until_the_run_ends_and_tabled(tiny_model_dir: Path) -> None:
-    from evaluation.lsp_replay import compare_pauses, pause_holes, pauses_markdown
+    from evaluation.lsp_replay import compare_pauses, pause_holes, pauses_from_json, pauses_markdown, pauses_to_json
 
     corpus = Corpus.load()
     holes = pause_holes(corpus, 2)
@@ -41,3 +42,4 @@ def test_pauses_are_watched_until_the_run_ends_and_tabled(tiny_model_dir: Path) 
         assert times and times == sorted(times) and pause.at(times[-1]) == pause.final
     table = pauses_markdown(pauses)
     assert "| progressive | 2 |" in table and "| no deadlines | 2 |" in table
+    assert pauses_markdown(pauses_from_json(json.loads(json.dumps(pauses_to_json(pauses))))) == table
