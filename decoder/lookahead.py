@@ -20,6 +20,7 @@ import torch
 from decoder.drafts import Draft, DraftSource, JacobiPool, NgramTable
 from decoder.forward import forward
 from decoder.kv import PrefixKV
+from decoder.packed_model import is_packed
 from decoder.policy import AcceptanceModel, CostModel, default_verify, select
 from decoder.steps import Generation, drive, pick, warm
 from decoder.tree import TokenTree, build_tree, verify
@@ -59,7 +60,7 @@ class LookaheadDecoder:
     def __init__(self, model: torch.nn.Module, config: LookaheadConfig | None = None, cost: CostModel | None = None):
         self.model = model
         device = next(model.parameters()).device
-        self.cost = cost or CostModel.for_device(device.type)
+        self.cost = cost or CostModel.for_device(device.type, is_packed(model))
         self.config = config or LookaheadConfig()
         if self.config.verify is None:
             self.config = replace(self.config, verify=default_verify(self.cost))
