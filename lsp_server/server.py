@@ -37,7 +37,8 @@ from pygls.uris import to_fs_path
 from lsp_server import pipeline
 from lsp_server.config import Config, parse_config, to_settings
 from lsp_server.documents import Document, DocumentStore
-from lsp_server.engine import Engine, Task
+from lsp_server.engine import Engine
+from lsp_server.model_host import Task
 from lsp_server.pipeline import Completion, Edit, Shown, Snapshot, Warmed
 from lsp_server.scheduler import Scheduler
 
