@@ -19,7 +19,6 @@ other keystrokes.
 
 from __future__ import annotations
 
-import json
 import shutil
 import statistics
 import sys
@@ -335,34 +334,3 @@ def sessions_markdown(keys: list[CaseKey]) -> str:
         headers += [f"{mode}: keys", f"{mode}: typed through", f"{mode}: p50 ms", f"{mode}: p90 ms"]
     headers.append("p50 off / on")
     return markdown_table(headers, rows)
-
-
-def main(argv: list[str] | None = None) -> int:
-    import argparse
-
-    parser = argparse.ArgumentParser(description="Keystroke-to-ghost-text latency, background prefill on and off.")
-    parser.add_argument("--corpus", required=True, help="directory of real code (the workspace)")
-    parser.add_argument("--file", required=True, help="the large file to type in, relative to the corpus")
-    parser.add_argument("--holes", type=int, default=4)
-    parser.add_argument("--keys", type=int, default=8, help="keys typed per hole (at least; through a new line)")
-    parser.add_argument("--pause", type=float, default=2.0, help="seconds between opening and the first key")
-    parser.add_argument("--max-new-tokens", type=int, default=32)
-    parser.add_argument("--model", default="embedded")
-    parser.add_argument("--json", default=None, help="also write every keystroke here")
-    args = parser.parse_args(argv)
-
-    corpus = Corpus.load(args.corpus)
-    holes = session_holes(corpus, args.file, args.holes)
-    lines = corpus.file(args.file).text.count("\n")
-    keys = compare_sessions(corpus, holes, args.model, args.max_new_tokens, args.pause, args.keys)
-    print(
-        f"{corpus.name}: {args.file} ({lines} lines), {len(holes)} holes, {args.keys} keys each, pause {args.pause} s"
-    )
-    print(sessions_markdown(keys))
-    if args.json:
-        Path(args.json).write_text(json.dumps([k.__dict__ for k in keys], indent=1), encoding="utf-8")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

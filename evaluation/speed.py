@@ -42,7 +42,6 @@ Progress = Callable[[str, "float | None"], None]
 
 LOOKAHEAD_SOURCES = ("prompt", "suffix", "workspace", "jacobi")
 REFERENCE = "greedy"
-DEFAULT_DECODERS = "greedy,hf,hf-pld,lookahead,ablations"
 # (W, N, G): W=1 with several G (the CPU's sweet spot), and the lookahead paper's (8, 8, 8).
 SWEEP: tuple[tuple[int, int, int], ...] = ((1, 8, 1), (1, 8, 2), (1, 8, 4), (1, 8, 8), (2, 6, 4), (8, 8, 8))
 _WNG = re.compile(r"lookahead-W(\d+)N(\d+)G(\d+)$")

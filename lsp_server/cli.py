@@ -1,8 +1,10 @@
-"""Command line: ``lookahead-lsp serve|complete|index|bench|eval|model``.
+"""Command line: ``lookahead-lsp serve|complete|index|model`` and the evaluation commands ``bench|eval|bench-*``.
 
-Each subcommand lives in ``lsp_server/commands/<name>.py`` with ``add_arguments(parser)`` and
-``run(args) -> int``; heavy imports (torch, transformers) happen inside ``run`` so that ``--help`` is fast.
-Logs go to stderr or a file, never to stdout: in stdio mode stdout carries the protocol.
+Each subcommand lives in a module with ``add_arguments(parser)`` and ``run(args) -> int``: the daemon's in
+``lsp_server/commands/<name>.py``, the evaluation's in ``evaluation/commands/<name>.py``. Modules are named
+here as strings and imported when the parser is built: ``lsp_server`` never imports ``evaluation`` (the package
+graph in docs/architecture.md). Heavy imports (torch, transformers) happen inside ``run`` so that ``--help`` is
+fast. Logs go to stderr or a file, never to stdout: in stdio mode stdout carries the protocol.
 """
 
 from __future__ import annotations
@@ -13,14 +15,20 @@ import logging
 import sys
 from collections.abc import Sequence
 
-COMMANDS: dict[str, str] = {
-    "serve": "Run the LSP daemon (stdio by default).",
-    "complete": "Complete at a position in a file and print the completion.",
-    "index": "Build or refresh the workspace n-gram index.",
-    "bench": "Benchmark decoders on fill-in-the-middle holes in real code.",
-    "eval": "Measure completion quality on fill-in-the-middle holes.",
-    "model": "Prepare or inspect the model (assemble and convert the embedded default).",
+COMMANDS: dict[str, tuple[str, str]] = {
+    "serve": ("lsp_server.commands.serve", "Run the LSP daemon (stdio by default)."),
+    "complete": ("lsp_server.commands.complete", "Complete at a position in a file and print the completion."),
+    "index": ("lsp_server.commands.index", "Build or refresh the workspace n-gram index."),
+    "model": ("lsp_server.commands.model", "Prepare or inspect the model (assemble and convert the embedded default)."),
+    "bench": ("evaluation.commands.bench", "Benchmark decoders on fill-in-the-middle holes in real code."),
+    "eval": ("evaluation.commands.eval", "Measure completion quality on fill-in-the-middle holes."),
+    "bench-layouts": ("evaluation.commands.layouts", "Prompt layouts and budgets: exact match against keystroke cost."),
+    "bench-sessions": ("evaluation.commands.sessions", "Typing sessions through the daemon: keystroke latency."),
+    "bench-remote": ("evaluation.commands.remote", "The local decoder against a remote engine, keystroke latency."),
+    "bench-index": ("evaluation.commands.index", "The workspace n-gram index at workspace scale."),
+    "bench-passes": ("evaluation.commands.passes", "Forward-pass time by tokens: ours and transformers'."),
 }
+"""Subcommand -> (module, help)."""
 
 
 class UsageError(Exception):
@@ -40,8 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--log-level", default="warning", help="debug, info, warning or error")
     parser.add_argument("--log-file", default=None, help="write logs to this file instead of stderr")
     subparsers = parser.add_subparsers(dest="command", required=True)
-    for name, help_text in COMMANDS.items():
-        module = importlib.import_module(f"lsp_server.commands.{name}")
+    for name, (module_name, help_text) in COMMANDS.items():
+        module = importlib.import_module(module_name)
         sub = subparsers.add_parser(name, help=help_text, description=help_text)
         module.add_arguments(sub)
     return parser
@@ -50,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     configure_logging(args.log_level, args.log_file)
-    module = importlib.import_module(f"lsp_server.commands.{args.command}")
+    module = importlib.import_module(COMMANDS[args.command][0])
     try:
         return int(module.run(args))
     except UsageError as exc:

@@ -7,7 +7,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from lsp_server.commands.bench import add_workload_arguments, load, load_holes, progress, run_meta
+from decoder.backend import local_backend
+from evaluation.commands.bench import add_workload_arguments, load, load_holes, progress, run_meta
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -24,7 +25,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from decoder.lookahead import LookaheadDecoder
+    # deferred: torch (``evaluation/commands/bench.py``'s docstring says why)
     from decoder.model import stop_token_ids
     from evaluation.quality import run_quality
     from evaluation.report import quality_markdown, write_quality
@@ -40,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
         "deadlines_after_ms": args.deadlines,
     }
     result = run_quality(
-        LookaheadDecoder(loaded.model),
+        local_backend(loaded.model, "lookahead"),
         builder,
         holes,
         args.max_new_tokens,
