@@ -250,7 +250,14 @@ def load(config: Config, progress: Callable[[str, float | None], None]) -> Loade
     from decoder.model import LoadedModel, ModelLoadError, load_model, resolve_spec
 
     if config.local:
-        return load_model(config.model, config.device, config.dtype, progress, prefill_dtype=config.prefill_dtype)
+        return load_model(
+            config.model,
+            config.device,
+            config.dtype,
+            progress,
+            prefill_dtype=config.prefill_dtype,
+            weights=config.weights,
+        )
     started = time.perf_counter()
     where, source = resolve_spec(config.model, progress)
     try:
