@@ -90,10 +90,10 @@ def local_backend(
     """The lookahead decoder (default; ``config`` and the measured ``cost``, else their defaults) or plain
     greedy over a transformers causal LM."""
     if kind == "greedy":
-        from decoder.greedy import GreedyDecoder
+        from decoder.greedy import GreedyDecoder  # deferred: torch (see the module docstring)
 
         return LocalBackend(GreedyDecoder(model), "greedy")
-    from decoder.lookahead import LookaheadDecoder
+    from decoder.lookahead import LookaheadDecoder  # deferred: torch
 
     return LocalBackend(LookaheadDecoder(model, config, cost), "lookahead")
 
@@ -106,7 +106,7 @@ def remote_backend(
     on_recovery: Callable[[], None] | None = None,
 ) -> RemoteEngine:
     """A remote engine client whose text <-> token ids conversions use ``tokenizer`` (a transformers one)."""
-    from decoder.remote import RemoteEngine
+    from decoder.remote import RemoteEngine  # deferred: only a remote decoder needs the HTTP client
 
     def detokenize(ids: Sequence[int]) -> str:
         return str(tokenizer.decode(list(ids), skip_special_tokens=False))

