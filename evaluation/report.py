@@ -140,6 +140,12 @@ def _pyplot() -> Any:
     return plt
 
 
+def model_name(meta: dict[str, Any]) -> str:
+    """The model as its spec names it ("embedded", an id, a file name): no machine's cache path in a title."""
+    spec = str(meta.get("model_spec") or str(meta.get("model", "")).split(" (", 1)[0])
+    return Path(spec).name if "/" in spec and Path(spec).exists() else spec
+
+
 def plot_speedups(result: BenchResult, path: Path) -> Path:
     """Grouped bars: the speedup over plain greedy of each configuration, one group per workload."""
     plt = _pyplot()
@@ -154,7 +160,7 @@ def plot_speedups(result: BenchResult, path: Path) -> Path:
     ax.axhline(1.0, color="black", linewidth=0.8)
     ax.set_xticks(range(len(configs)), configs, rotation=35, ha="right")
     ax.set_ylabel("speedup vs plain greedy (geometric mean)")
-    ax.set_title(f"decode speedup, {result.meta.get('model', '')}, {result.meta.get('max_new_tokens')} new tokens")
+    ax.set_title(f"decode speedup, {model_name(result.meta)}, {result.meta.get('max_new_tokens')} new tokens")
     ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=110)

@@ -98,6 +98,7 @@ def load(args: argparse.Namespace) -> LoadedModel:
 def run_meta(args: argparse.Namespace, corpus: Corpus, loaded: LoadedModel) -> dict[str, Any]:
     return {
         "model": f"{loaded.spec} ({loaded.source}: {loaded.path})",
+        "model_spec": loaded.spec,
         "device": f"{loaded.device} {loaded.dtype}, prefill {loaded.prefill_dtype}".replace("torch.", ""),
         "corpus": f"{corpus.name} ({corpus.root})",
         "workloads": args.workload,
