@@ -19,7 +19,7 @@ import torch
 
 from decoder.drafts import Draft, DraftSource, JacobiPool, NgramTable
 from decoder.forward import forward
-from decoder.kv import PrefixKV
+from decoder.kv import PrefixKV, common_prefix_len
 from decoder.packed_model import is_packed
 from decoder.policy import AcceptanceModel, CostModel, default_verify, select
 from decoder.steps import Generation, drive, pick, warm
@@ -123,7 +123,7 @@ class _Run:
         waiting = []
         for draft, start in self.shadows:
             seen = self.context[start : start + len(draft.tokens)]
-            matched = _common_prefix(draft.tokens, seen)
+            matched = common_prefix_len(draft.tokens, seen)
             if matched < len(seen) or len(seen) == len(draft.tokens):
                 self.d.acceptance.observe(draft, len(draft.tokens), matched)
             else:
@@ -201,7 +201,7 @@ class _Run:
         stats.accepted_per_step.append(len(accepted) + 1)
         best_source, best = "", 0
         for draft in drafts:
-            matched = _common_prefix(draft.tokens, accepted)
+            matched = common_prefix_len(draft.tokens, accepted)
             self.d.acceptance.observe(draft, len(draft.tokens), matched)
             if matched > best:
                 best_source, best = draft.source, matched
@@ -227,12 +227,3 @@ class _Run:
             fresh = outputs[m + 1 :]
             stale = chain[len(nodes) :] if len(nodes) > m + 1 else chain[m + 1 :]
             self.chains[i] = fresh + stale if m < len(chain) else []
-
-
-def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n

@@ -18,7 +18,7 @@ from decoder.drafts import Draft
 
 # Relative pass cost by number of tokens: the default where nothing was measured. CPU: this 2-core AVX-512 machine,
 # the embedded 0.5B model in fp32 on oneDNN's linear kernels (decoder/cpu_linear.py), 800 tokens in the cache,
-# best of 7 (`python -m evaluation.pass_cost`, docs/benchmarks.md); 32 from a separate run.
+# best of 7 (`lookahead-lsp bench-passes`, docs/benchmarks.md); 32 from a separate run.
 CPU_COST: tuple[tuple[int, float], ...] = (
     (1, 1.0),
     (2, 1.33),

@@ -19,7 +19,7 @@ other keystrokes.
 
 from __future__ import annotations
 
-import json
+import random
 import shutil
 import statistics
 import sys
@@ -30,7 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from evaluation.lsp_client import LspClient
-from evaluation.workloads import Corpus, Hole
+from evaluation.report import markdown_table
+from evaluation.workloads import Corpus, Hole, statement_spans
 
 READY_TIMEOUT_S = 900.0
 ANSWER_TIMEOUT_S = 300.0
@@ -169,8 +170,6 @@ _REPLAY_COLUMNS = {
 
 
 def replay_markdown(results: list[ReplayResult]) -> str:
-    from evaluation.report import markdown_table
-
     rows = [[r.summary()[key] for key in _REPLAY_COLUMNS] for r in results]
     table = markdown_table(list(_REPLAY_COLUMNS.values()), rows)
     return "\n".join(["## Typing replay through the daemon", "", table, ""])
@@ -225,10 +224,6 @@ def case_of(index: int, key: str) -> str:
 
 def session_holes(corpus: Corpus, path: str, count: int, seed: int = 0, first_line_max: int = 30) -> list[Hole]:
     """Multi-line statements of one file whose first line is short (so a replay reaches the newline)."""
-    import random
-
-    from evaluation.workloads import statement_spans
-
     spans = [
         span
         for span in statement_spans(corpus)
@@ -317,8 +312,6 @@ def compare_sessions(
 
 def sessions_markdown(keys: list[CaseKey]) -> str:
     """p50 and p90 per case and mode, and the ratio off/on."""
-    from evaluation.report import markdown_table
-
     rows = []
     for case in CASES:
         cells: list[Any] = [case]
@@ -335,34 +328,3 @@ def sessions_markdown(keys: list[CaseKey]) -> str:
         headers += [f"{mode}: keys", f"{mode}: typed through", f"{mode}: p50 ms", f"{mode}: p90 ms"]
     headers.append("p50 off / on")
     return markdown_table(headers, rows)
-
-
-def main(argv: list[str] | None = None) -> int:
-    import argparse
-
-    parser = argparse.ArgumentParser(description="Keystroke-to-ghost-text latency, background prefill on and off.")
-    parser.add_argument("--corpus", required=True, help="directory of real code (the workspace)")
-    parser.add_argument("--file", required=True, help="the large file to type in, relative to the corpus")
-    parser.add_argument("--holes", type=int, default=4)
-    parser.add_argument("--keys", type=int, default=8, help="keys typed per hole (at least; through a new line)")
-    parser.add_argument("--pause", type=float, default=2.0, help="seconds between opening and the first key")
-    parser.add_argument("--max-new-tokens", type=int, default=32)
-    parser.add_argument("--model", default="embedded")
-    parser.add_argument("--json", default=None, help="also write every keystroke here")
-    args = parser.parse_args(argv)
-
-    corpus = Corpus.load(args.corpus)
-    holes = session_holes(corpus, args.file, args.holes)
-    lines = corpus.file(args.file).text.count("\n")
-    keys = compare_sessions(corpus, holes, args.model, args.max_new_tokens, args.pause, args.keys)
-    print(
-        f"{corpus.name}: {args.file} ({lines} lines), {len(holes)} holes, {args.keys} keys each, pause {args.pause} s"
-    )
-    print(sessions_markdown(keys))
-    if args.json:
-        Path(args.json).write_text(json.dumps([k.__dict__ for k in keys], indent=1), encoding="utf-8")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -35,9 +35,11 @@ from pygls.protocol.language_server import lsp_method
 from pygls.uris import to_fs_path
 
 from lsp_server import pipeline
+from lsp_server.cli import configure_logging
 from lsp_server.config import Config, parse_config, to_settings
 from lsp_server.documents import Document, DocumentStore
-from lsp_server.engine import Engine, Task
+from lsp_server.engine import Engine
+from lsp_server.model_host import Task
 from lsp_server.pipeline import Completion, Edit, Shown, Snapshot, Warmed
 from lsp_server.scheduler import Scheduler
 
@@ -265,8 +267,6 @@ class LookaheadServer(LanguageServer):
         for error in errors:
             self.show(f"lookahead: {error}", types.MessageType.Warning)
         if self.config.log_file != previous.log_file and self.config.log_file:
-            from lsp_server.cli import configure_logging
-
             configure_logging(logging.getLevelName(logging.getLogger().level), self.config.log_file)
         if self.engine is not None:
             start = self.config.enabled and self.engine.state == "idle"
