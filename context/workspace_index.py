@@ -23,7 +23,15 @@ from typing import Any
 
 import numpy as np
 
-from context.index_store import Snapshot, StoredFile, load_snapshot, save_snapshot, snapshot_path, tokenizer_key
+from context.index_store import (
+    Snapshot,
+    StoredFile,
+    load_snapshot,
+    remove_stale_temporaries,
+    save_snapshot,
+    snapshot_path,
+    tokenizer_key,
+)
 from context.ngram_index import NgramIndex
 from context.watcher import WorkspaceWatcher
 from context.workspace import DEFAULT_CONFIG, PathFilter, ScannedFile, WorkspaceConfig, read_source, scan
@@ -139,6 +147,8 @@ class WorkspaceIndex:
             result = scan(root, self.config)
             scanned += result.files
             stats.skipped.update(result.skipped)
+        if self.snapshot_file is not None:
+            remove_stale_temporaries(self.snapshot_file.parent)
         snapshot = self._load_snapshot()
         disk = self._collect(scanned, snapshot, stats, report)
         report("indexing", 0.95)
@@ -215,7 +225,11 @@ class WorkspaceIndex:
         with self._lock:
             files = dict(self._disk)
         roots = [str(r) for r in self.roots]
-        save_snapshot(self.snapshot_file, Snapshot(sorted(roots), self._store_key, files))
+        try:
+            save_snapshot(self.snapshot_file, Snapshot(sorted(roots), self._store_key, files))
+        except OSError as exc:  # the snapshot path is a directory, the cache path a file, a full disk...
+            log.warning("workspace index snapshot %s not saved (%s); kept in memory", self.snapshot_file, exc)
+            return None
         return self.snapshot_file
 
     # --- editor documents ----------------------------------------------------------------------------
@@ -281,6 +295,7 @@ class WorkspaceIndex:
         with self._lock:
             self._disk[key] = StoredFile(key, info.st_size, info.st_mtime_ns, tokens)
             self.index.set_file(key, tokens)
+            self._count()
         self._notify(key, text)
 
     def _remove_under(self, key: str) -> None:
@@ -290,8 +305,13 @@ class WorkspaceIndex:
             for p in gone:
                 del self._disk[p]
             self.index.remove_files([*gone, key] if key not in self._open else gone)
+            self._count()
         for p in gone:
             self._notify(p, None)
+
+    def _count(self) -> None:
+        """Keep the stats' file and token counts true after a change from the watcher."""
+        self.stats.files, self.stats.tokens = self.index.num_files, self.index.num_tokens
 
     def _notify(self, path: str, text: str | None) -> None:
         for listener in list(self._listeners):
