@@ -124,7 +124,7 @@ class WorkspaceIndex:
         self._disk: dict[str, StoredFile] = {}  # what is on disk (and in the snapshot)
         self._open: dict[str, str] = {}  # editor overrides
         self._listeners: list[ListenerFn] = []
-        self._watcher = WorkspaceWatcher(self.roots, self._on_disk_change, config, debounce_s)
+        self._watcher = WorkspaceWatcher(self.roots, self._on_disk_change, config, debounce_s, self.reconcile)
 
     @classmethod
     def for_tokenizer(
@@ -262,7 +262,30 @@ class WorkspaceIndex:
         self._listeners.append(listener)
 
     def start_watching(self) -> None:
+        """Watch the roots; a first rescan catches what changed while the index was being built."""
         self._watcher.start()
+        self._watcher.request_resync(0.0)
+
+    def reconcile(self) -> int:
+        """Bring the index in line with the disk: rescan (stat only), re-read what changed, drop what is gone.
+
+        Runs on the watcher's thread (after a burst, a directory move, or the build); returns how many
+        paths were out of date.
+        """
+        scanned: dict[str, ScannedFile] = {}
+        for root in self.roots:
+            scanned.update((str(f.path), f) for f in scan(root, self.config).files)
+        with self._lock:
+            held = {path: (stored.size, stored.mtime_ns) for path, stored in self._disk.items()}
+        gone = [path for path in held if path not in scanned]
+        changed = [path for path, f in scanned.items() if held.get(path) != (f.size, f.mtime_ns)]
+        for path in gone:
+            self._remove_under(path)
+        for path in changed:
+            self._refresh_from_disk(Path(path))
+        if gone or changed:
+            log.info("workspace index reconciled with the disk: %d changed, %d gone", len(changed), len(gone))
+        return len(gone) + len(changed)
 
     def stop(self) -> None:
         self._watcher.stop()

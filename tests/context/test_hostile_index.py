@@ -2,7 +2,8 @@
 
 One daemon indexes a workspace holding a file name that is not UTF-8, a ``.gitignore`` with patterns that do
 not compile, a FIFO, with a bad ``exclude`` pattern and a cache path that is a file; a second one starts
-on a cache holding an invalid snapshot (negative token ids) and temporaries left by a killed writer.
+on a cache holding an invalid snapshot (negative token ids) and temporaries left by a killed writer, and
+its index must match the disk after churn during the build, a burst and a directory renamed mid-change.
 """
 
 from __future__ import annotations
@@ -12,9 +13,18 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
-from context.index_store import Snapshot, StoredFile, encode_snapshot, snapshot_path, tokenizer_key
+from context.index_store import (
+    Snapshot,
+    StoredFile,
+    encode_snapshot,
+    load_snapshot,
+    snapshot_path,
+    tokenizer_key,
+)
+from context.workspace import scan
 from tests.hostile_client import HostileClient
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs need a POSIX system")
@@ -92,7 +102,9 @@ def test_bad_names_patterns_fifos_and_cache_keep_the_index(tiny_model_dir: Path,
     assert "Traceback" not in log, log[-3000:]
 
 
-def test_invalid_snapshot_is_discarded_and_stale_temporaries_removed(tiny_model_dir: Path, tmp_path: Path) -> None:
+def test_invalid_snapshot_discarded_temporaries_removed_and_churn_reconciled(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
     from transformers import AutoTokenizer
 
     root = tmp_path / "ws"
@@ -104,25 +116,61 @@ def test_invalid_snapshot_is_discarded_and_stale_temporaries_removed(tiny_model_
     target.parent.mkdir(parents=True)
     info = (root / "a.py").stat()
     bad = Snapshot([str(root.resolve())], key, {str((root / "a.py").resolve()): StoredFile(
-        str((root / "a.py").resolve()), info.st_size, info.st_mtime_ns, __import__("numpy").array([5, -7], "int32"))})
+        str((root / "a.py").resolve()), info.st_size, info.st_mtime_ns, np.array([5, -7], "int32"))})
     target.write_bytes(encode_snapshot(bad))
     dead = target.parent / f".{target.name}.999999999.abcdefgh.tmp"  # a writer that no longer exists
     dead.write_bytes(b"x" * 1000)
     live = target.parent / f".{target.name}.{os.getpid()}.abcdefgh.tmp"  # a live writer's: kept
     live.write_bytes(b"y")
+    moving = root / "moving"
+    moving.mkdir()
+    for i in range(40):
+        (moving / f"m{i}.py").write_text(f"def m{i}():\n    return {i}\n")
     client = HostileClient(tmp_path, env={"LOOKAHEAD_LSP_CACHE": str(cache)})
     try:
         assert "result" in client.initialize(root, {"model": str(tiny_model_dir), "maxNewTokens": 4})
+        _churn_during_build(root)
         index = _index_stats(client)
-        assert index["ready"] and index["stats"]["files"] == 1, index
-        assert index["stats"]["reused_files"] == 0
+        assert index["ready"] and index["stats"]["reused_files"] == 0, index
+        _churn(root)
+        expected = _on_disk(root)
+        deadline = time.monotonic() + 60
+        while _indexed_files(client) != len(expected) and time.monotonic() < deadline:
+            time.sleep(0.3)
+        assert _indexed_files(client) == len(expected)
         assert client.close() == 0
     finally:
         if client.alive:
             client.process.kill()
     assert not dead.exists() and live.exists()
     assert "discarded" in client.stderr()
-    from context.index_store import load_snapshot
-
     again = load_snapshot(target, [root], key)
-    assert again is not None and all(int(f.tokens.min()) >= 0 for f in again.files.values())
+    assert again is not None and all(int(f.tokens.min()) >= 0 for f in again.files.values() if f.tokens.size)
+    assert set(again.files) == expected  # the snapshot at shutdown matches the disk after the churn
+
+
+def _churn_during_build(root: Path) -> None:
+    for i in range(100):
+        (root / f"early{i}.py").write_text(f"early = {i}\n")
+    (root / "a.py").unlink()
+
+
+def _churn(root: Path) -> None:
+    """A burst of creations and deletions, and a directory renamed while its files change."""
+    churn = root / "churn"
+    churn.mkdir()
+    for i in range(700):
+        (churn / f"c{i}.py").write_text(f"def c{i}():\n    return {i}\n")
+    for i in range(0, 700, 3):
+        (churn / f"c{i}.py").unlink()
+    (root / "moving").rename(root / "moved")
+    for i in range(0, 40, 2):
+        (root / "moved" / f"m{i}.py").write_text(f"def changed{i}():\n    return -{i}\n")
+    for i in range(10):
+        (root / "moved" / f"new{i}.py").write_text(f"new = {i}\n")
+    for i in range(100):
+        (root / f"early{i}.py").rename(root / f"renamed{i}.py")
+
+
+def _on_disk(root: Path) -> set[str]:
+    return {str(f.path) for f in scan(root.resolve()).files}
