@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 import tempfile
 from pathlib import Path
 
@@ -24,7 +25,7 @@ def rss_mb(pid: int) -> float:
     return int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmRSS:"))) / 1024
 
 
-def one_round(client: LspClient, round_no: int, docs: int, keys: int) -> None:
+def one_round(client: LspClient, round_no: int, docs: int, keys: int, complete_every: int) -> None:
     uris = [f"file:///tmp/memory-rounds/r{round_no}/doc{d}.py" for d in range(docs)]
     for d, uri in enumerate(uris):
         client.open(uri, SOURCE.format(n=d))
@@ -35,7 +36,8 @@ def one_round(client: LspClient, round_no: int, docs: int, keys: int) -> None:
             change = {"range": {"start": {"line": line, "character": column},
                                 "end": {"line": line, "character": column}}, "text": char}
             client.change(uri, k + 2, [change])
-            client.inline(uri, line, column + 1) if d % 4 == 0 else None
+            if d % complete_every == 0:
+                client.inline(uri, line, column + 1)
     for uri in uris:
         client.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
 
@@ -46,6 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--docs", type=int, default=20)
     parser.add_argument("--keys", type=int, default=21)
+    parser.add_argument("--complete-every", type=int, default=4, help="a completion after each key in every Nth doc")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         client = LspClient(stderr_path=Path(tmp) / "server.log")
@@ -57,7 +60,8 @@ def main(argv: list[str] | None = None) -> int:
                 return 1
             print(f"round 0 (ready): {rss_mb(client.process.pid):.0f} MB", flush=True)
             for r in range(1, args.rounds + 1):
-                one_round(client, r, args.docs, args.keys)
+                one_round(client, r, args.docs, args.keys, args.complete_every)
+                time.sleep(3)  # closing settles (index updates, memory given back)
                 client.command("lookahead.stats")  # everything before it has been handled
                 print(f"round {r}: {rss_mb(client.process.pid):.0f} MB", flush=True)
         finally:

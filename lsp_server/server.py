@@ -36,7 +36,7 @@ from pygls.lsp.server import LanguageServer
 from pygls.protocol.language_server import lsp_method
 from pygls.uris import to_fs_path
 
-from lsp_server import pipeline, transport
+from lsp_server import memory, pipeline, transport
 from lsp_server.config import Config, parse_config, to_settings
 from lsp_server.documents import Document, DocumentStore
 from lsp_server.engine import Engine, Task
@@ -53,6 +53,7 @@ STATS_NOTIFICATION = "lookahead/completionStats"
 CMD_STATS = "lookahead.stats"
 CMD_REINDEX = "lookahead.reindex"
 CMD_ACCEPTED = "lookahead.accepted"
+TRIM_AFTER_S = 2.0  # free memory is returned to the system this long after the last document closed
 SETTLE_S = 0.3  # a document is settled (background prefill starts) once nothing happened to it this long
 
 
@@ -234,6 +235,7 @@ class LookaheadServer(LanguageServer):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopped = False
         self.terminated = False  # SIGTERM ended the session
+        self._trim: asyncio.TimerHandle | None = None
 
     # ---- transport: this server's framing and error path (``transport``, ``protocol``) ---------------
 
@@ -345,6 +347,16 @@ class LookaheadServer(LanguageServer):
             timer.cancel()
         if doc is not None and self.engine is not None:
             self.engine.document_changed(doc.path, None)
+        self._trim_later()
+
+    def _trim_later(self) -> None:
+        """Give freed memory back to the system once closing has been quiet for ``TRIM_AFTER_S``."""
+        loop = self._loop
+        if loop is None:
+            return
+        if self._trim is not None:
+            self._trim.cancel()
+        self._trim = loop.call_later(TRIM_AFTER_S, memory.trim)
 
     def _document_changed(self, doc: Document) -> None:
         if self.engine is not None:

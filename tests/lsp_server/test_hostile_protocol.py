@@ -69,8 +69,9 @@ def daemon(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> It
     assert client.pop_ups() == [], client.pop_ups()
 
 
-def _still_answers(client: HostileClient) -> None:
-    reply = client.request("textDocument/inlineCompletion", GOOD_POSITION, timeout=30)
+def _still_answers(client: HostileClient, method: str = "workspace/executeCommand") -> None:
+    params = GOOD_POSITION if method == "textDocument/inlineCompletion" else {"command": "lookahead.stats"}
+    reply = client.request(method, params, timeout=30)
     assert "result" in reply, reply
 
 
@@ -78,7 +79,7 @@ def _still_answers(client: HostileClient) -> None:
 def test_ill_typed_params_get_invalid_params(daemon: HostileClient, params: Any) -> None:
     reply = daemon.request("textDocument/inlineCompletion", params, timeout=10)
     assert reply["error"]["code"] == -32602, reply
-    _still_answers(daemon)
+    _still_answers(daemon, "textDocument/inlineCompletion")
 
 
 @pytest.mark.parametrize("method", UNKNOWN_METHODS)
@@ -188,7 +189,7 @@ def test_second_initialize_refused_and_requests_after_shutdown_get_invalid_reque
 
 
 def test_closed_stdout_stops_the_daemon_quietly(tiny_model_dir: Path, tmp_path: Path) -> None:
-    client = _short_daemon(tmp_path, tiny_model_dir)
+    client = _short_daemon(tmp_path, tiny_model_dir, {"enabled": False})
     client.close_output()
     with contextlib.suppress(BrokenPipeError):  # the daemon may be gone before the last of them
         for _ in range(50):
