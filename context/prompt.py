@@ -347,6 +347,12 @@ def layout_budget(name: PromptLayout, total: int) -> tuple[Layout, PromptBudget]
     return order, PromptBudget(total=total, suffix_max=suffix_max)
 
 
+def layout_builder(tokenizer: Any, name: PromptLayout, total: int, heal: bool) -> PromptBuilder:
+    """The prompt builder of a named layout and budget: the daemon's and the benchmarks' (one construction)."""
+    order, budget = layout_budget(name, total)
+    return PromptBuilder(tokenizer, budget, order, heal=heal)
+
+
 def build_prompt(
     tokenizer: Any,
     request: PromptInput,

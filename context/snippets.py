@@ -23,6 +23,8 @@ B = 0.75
 MAX_QUERY_TERMS = 64
 COMMON_FRACTION = 0.5  # in an index of COMMON_MIN_CHUNKS windows or more, terms in more than this fraction
 COMMON_MIN_CHUNKS = 100  # of them are skipped (low idf, long postings)
+QUERY_CHARS = 1800  # characters before the cursor's block of lines that pick the context snippets
+QUERY_LINES = 8  # the block: the query moves only when the cursor enters another block of lines
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
@@ -218,6 +220,10 @@ class SnippetIndex:
                 room -= len(text)
         return out
 
+    def query_at(self, text: str, offset: int, exclude_path: str | None = None) -> list[Snippet]:
+        """The snippets for a cursor at ``offset`` in ``text``: :meth:`query` over :func:`query_window`."""
+        return self.query(query_window(text, offset), exclude_path=exclude_path)
+
     def _scores(self, text: str, exclude_path: str | None) -> dict[int, float]:
         n = len(self._chunks)
         if n == 0:
@@ -249,3 +255,20 @@ def _cut_to_chars(text: str, limit: int) -> str:
         return text
     end = text.rfind("\n", 0, limit)
     return text[: end + 1] if end >= 0 else ""
+
+
+def query_window(text: str, offset: int) -> str:
+    """The snippet query for a cursor: up to ``QUERY_CHARS`` before the start of its block of ``QUERY_LINES``.
+
+    Typing on a line keeps the same query, so the same snippets, so the context part of the prompt stays in
+    the KV cache. The daemon and the benchmarks both rank snippets against this window."""
+    line = text.count("\n", 0, offset)
+    anchor = _nth_line_start(text, line - line % QUERY_LINES)
+    return text[max(0, anchor - QUERY_CHARS) : anchor]
+
+
+def _nth_line_start(text: str, n: int) -> int:
+    position = 0
+    for _ in range(n):
+        position = text.index("\n", position) + 1
+    return position

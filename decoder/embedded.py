@@ -412,6 +412,17 @@ def prepare_embedded(
     return build_cached(parts.sha256, produce, source=f"embedded {parts.gguf_name}", root=root, progress=report)
 
 
+def embedded_gguf(parts: EmbeddedParts = EMBEDDED) -> Callable[[Path], Path]:
+    """A producer of the embedded model's GGUF: assembles (and checks) the parts into a directory it is given."""
+
+    def produce(directory: Path) -> Path:
+        gguf = directory / parts.gguf_name
+        assemble(parts, gguf)
+        return gguf
+
+    return produce
+
+
 def ensure_converted(progress: ProgressFn | None = None) -> Path:
     """The converted embedded default model's directory (fast when cached)."""
     return prepare_embedded(progress).path

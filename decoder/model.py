@@ -26,6 +26,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,7 +35,9 @@ import torch
 
 from decoder import attention
 from decoder.cpu_linear import use_onednn_linear
-from decoder.embedded import EmbeddedModelError, ProgressFn, prepare_embedded, prepare_gguf
+from decoder.embedded import EmbeddedModelError, ProgressFn, cache_root, embedded_gguf, prepare_embedded, prepare_gguf
+from decoder.packed_linear import int4_kernel_works
+from decoder.packed_model import cached_packed_state, layer_weights, own_storage, prefill_twin, use_packed
 
 logger = logging.getLogger(__name__)
 
@@ -85,6 +88,7 @@ class LoadedModel:
     source: str  # embedded-cache, embedded-converted, gguf-cache, gguf-converted, hf-dir, hf-id
     path: str  # the directory (or HF id) the weights were loaded from
     prefill_dtype: torch.dtype | None = None  # what prompts are prefilled in (decoder.forward.use_prefill_model)
+    weights: str = "dense"  # "gguf-int4": the GGUF's own blocks as int4 planes (decoder.packed_model)
 
     @property
     def parameters(self) -> int:
@@ -164,6 +168,38 @@ def resolve_prefill_dtype(
     return None if chosen == dtype else chosen
 
 
+WEIGHTS = ("auto", "dense", "gguf")
+
+
+def use_gguf_weights(weights: str, device: torch.device, dtype: torch.dtype, source: str) -> bool:
+    """Whether the decoding passes run on the GGUF's own blocks (int4 planes) rather than dense weights.
+
+    ``"auto"``: on a CPU, for a float32 model that came from a GGUF (the embedded default or a ``.gguf``
+    file), where PyTorch's int4 kernel works: about 2.5x fewer bytes a pass than float32, the GGUF's own values
+    (docs/benchmarks.md). ``"gguf"``: required (an error where it cannot be); ``"dense"``: never."""
+    name = weights.strip().lower()
+    if name not in WEIGHTS:
+        raise ModelLoadError(f"bad weights {weights!r}: use {', '.join(WEIGHTS)}")
+    from_gguf = source.startswith(("embedded", "gguf"))
+    if name == "dense":
+        return False
+    if name == "gguf":
+        if not from_gguf:
+            raise ModelLoadError("weights 'gguf' needs a model loaded from a GGUF (embedded or a .gguf file)")
+        if device.type != "cpu" or not int4_kernel_works():
+            raise ModelLoadError("weights 'gguf' needs a CPU with PyTorch's int4 kernel")
+        return True
+    return from_gguf and device.type == "cpu" and dtype == torch.float32 and int4_kernel_works()
+
+
+def _gguf_producer(spec: str) -> Callable[[Path], Path]:
+    """Where the GGUF of a GGUF-sourced spec comes from (the embedded parts, re-assembled, or the file)."""
+    if spec == "embedded":
+        return embedded_gguf()
+    path = Path(spec).expanduser()
+    return lambda _directory: path
+
+
 def _one_line(exc: BaseException) -> str:
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
     return (lines[0] if lines else type(exc).__name__)[:300]
@@ -223,21 +259,24 @@ def load_model(
     *,
     attn_implementation: str = ATTN_IMPLEMENTATION,
     prefill_dtype: str = "auto",
+    weights: str = "auto",
 ) -> LoadedModel:
     """Load ``spec`` onto ``device`` in ``dtype``, in eval mode. :class:`ModelLoadError` on any failure.
 
-    With a ``prefill_dtype`` other than the model's (:func:`resolve_prefill_dtype`), a second copy of the
-    weights in that precision prefills prompts (:func:`decoder.forward.use_prefill_model`)."""
+    With GGUF weights (:func:`use_gguf_weights`) the linear layers run on the GGUF's own blocks and prefill
+    uses them too. Otherwise, with a ``prefill_dtype`` other than the model's (:func:`resolve_prefill_dtype`),
+    a second copy of the weights in that precision prefills prompts (:func:`decoder.forward.use_prefill_model`)."""
     started = time.perf_counter()
     resolved_device = resolve_device(device)
     resolved_dtype = resolve_dtype(dtype, resolved_device)
-    fast_dtype = resolve_prefill_dtype(prefill_dtype, resolved_device, resolved_dtype)
     where, source = resolve_spec(spec, progress)
+    packed = use_gguf_weights(weights, resolved_device, resolved_dtype, source)
+    fast_dtype = resolve_prefill_dtype(prefill_dtype, resolved_device, resolved_dtype)
     if progress is not None:
         progress(f"loading the model from {where}", None)
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    def weights(in_dtype: torch.dtype) -> Any:
+    def load_weights(in_dtype: torch.dtype) -> Any:
         found = AutoModelForCausalLM.from_pretrained(
             where,
             dtype=in_dtype,
@@ -250,25 +289,45 @@ def load_model(
 
     try:
         tokenizer = AutoTokenizer.from_pretrained(where, local_files_only=True)
-        model = weights(resolved_dtype)
-        fast = weights(fast_dtype) if fast_dtype is not None else None
-    except (OSError, ValueError, KeyError, RuntimeError, ImportError) as exc:
+        model = load_weights(resolved_dtype)
+        if packed:
+            report = progress or (lambda message, _fraction: logger.info("%s", message))
+            state = cached_packed_state(cache_root(), Path(where).name, _gguf_producer(spec), report)
+            dense = layer_weights(model, fast_dtype) if fast_dtype is not None else None
+            counts = use_packed(model, state)
+            own_storage(model)
+            logger.info("GGUF weights: %s", ", ".join(f"{n} {kind}" for kind, n in counts.items()))
+            fast = prefill_twin(model, dense) if dense is not None else None
+        else:
+            fast = load_weights(fast_dtype) if fast_dtype is not None else None
+    except (OSError, ValueError, KeyError, RuntimeError, ImportError, EmbeddedModelError) as exc:
         raise ModelLoadError(f"cannot load {spec!r} from {where}: {_one_line(exc)}") from exc
     from decoder.forward import use_prefill_model
 
     use_prefill_model(model, fast)
     seconds = time.perf_counter() - started
+    form = "gguf-int4" if packed else "dense"
     logger.info(
-        "loaded %s (%s) on %s as %s (prefill: %s) in %.1f s",
+        "loaded %s (%s) on %s as %s, %s weights (prefill: %s) in %.1f s",
         spec,
         source,
         resolved_device,
         resolved_dtype,
+        form,
         fast_dtype or resolved_dtype,
         seconds,
     )
     return LoadedModel(
-        model, tokenizer, resolved_device, resolved_dtype, spec, seconds, source, where, fast_dtype or resolved_dtype
+        model,
+        tokenizer,
+        resolved_device,
+        resolved_dtype,
+        spec,
+        seconds,
+        source,
+        where,
+        fast_dtype or resolved_dtype,
+        form,
     )
 
 

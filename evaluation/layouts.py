@@ -22,7 +22,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from evaluation.quality import score
+from evaluation.speed import ContextBuilder
 from evaluation.workloads import Hole
+from lsp_server.completion import Cursor, Limits, decode_completion, plan_completion
 
 
 @dataclass(frozen=True)
@@ -78,54 +81,28 @@ def measure(
     max_new_tokens: int,
 ) -> LayoutRow:
     """Complete every hole cold, score it, then time the prefill of the next keystroke's prompt."""
-    from context.healing import healing_constraint, strip_healed
-    from context.postprocess import StopRules, make_stop_fn, text_decoder, trim
-    from context.prompt import PromptBuilder, PromptInput, layout_budget
-    from context.syntax import analyze
     from decoder.greedy import GreedyDecoder
     from decoder.model import stop_token_ids
-    from decoder.types import DecodeRequest
-    from evaluation.quality import score
-    from evaluation.speed import ContextBuilder
 
     tokenizer = loaded.tokenizer
-    context = ContextBuilder(corpus, tokenizer, budget, heal=True)
-    order, prompt_budget = layout_budget(layout, budget)  # type: ignore[arg-type]
-    builder = PromptBuilder(tokenizer, prompt_budget, order, heal=True)
+    context = ContextBuilder(corpus, tokenizer, budget, heal=True, layout=layout)  # type: ignore[arg-type]
     decoder = GreedyDecoder(loaded.model)
-    eos = stop_token_ids(tokenizer)
-
-    text_of = text_decoder(tokenizer)
+    limits = Limits(max_new_tokens, stop_token_ids(tokenizer))
 
     exact, similarity, tokens, cold, key_tokens, key_ms = 0, 0.0, [], [], [], []
     for hole in holes:
-        snippets = context.snippet_index.query(hole.prefix[-ContextBuilder.NEAR_CURSOR_CHARS :], exclude_path=hole.path)
-
-        def prompt(h: Hole, snippets: Any = snippets) -> Any:
-            request = PromptInput(h.path, h.text_before_typing, len(h.prefix), corpus.name.split()[0], snippets)
-            return builder.build(request)
-
-        built = prompt(hole)
-        shape = analyze(hole.text_before_typing, len(hole.prefix), None, hole.path)
+        snippets = context.snippets(hole)  # the typed keystroke's prompt keeps them: the layout alone decides
+        built = context.prompt(hole, snippets=snippets)
+        cursor = Cursor(hole.text_before_typing, len(hole.prefix), hole.path)
         decoder.kv.reset()
-        out = decoder.generate(
-            DecodeRequest(
-                built.token_ids,
-                max_new_tokens=max_new_tokens,
-                eos_ids=eos,
-                stop=make_stop_fn(text_of, StopRules(shape, hole.suffix), built.healed_text),
-                constraint=healing_constraint(tokenizer, built.healing) if built.healing else None,
-            )
-        )
-        raw = strip_healed(text_of(out.token_ids), built.healed_text)
-        completion = trim(raw, shape, hole.suffix, truncated=out.stats.finish_reason == "length")
-        scored = score(hole, completion, True, "stop+trim")
+        decoded = decode_completion(decoder, plan_completion(tokenizer, built, cursor, limits))
+        scored = score(hole, decoded.text, True, "stop+trim")
         exact += scored.exact
         similarity += scored.similarity
         tokens.append(len(built.token_ids))
-        cold.append(out.stats.prefill_ms)
+        cold.append(decoded.result.stats.prefill_ms)
         if hole.middle:
-            after = prompt(typed_one(hole)).token_ids
+            after = context.prompt(typed_one(hole), snippets=snippets).token_ids
             t0 = time.perf_counter()
             key_tokens.append(decoder.warm(after) + 1)  # warm leaves the last token to the request
             key_ms.append((time.perf_counter() - t0) * 1000.0)

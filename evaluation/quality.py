@@ -21,14 +21,18 @@ more than one line.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from decoder.types import Decoder, DecodeRequest
+from context.postprocess import WordEnd, make_stop_fn
+from decoder.types import Decoder
 from evaluation.speed import ContextBuilder, Progress
 from evaluation.workloads import Hole
+from lsp_server.completion import Cursor, Limits, finish_completion, plan_completion, visible_text
+from lsp_server.config import Config
 
 VARIANTS = ("raw", "stop", "stop+trim")
 DEADLINE_VARIANT = "stop+trim+deadlines"
@@ -135,8 +139,6 @@ def with_deadlines(
     """Replay a decode's steps against the daemon's deadlines counted from ``key_time``: (tokens kept, the
     :class:`~context.postprocess.WordEnd` that cuts the kept text, or None). ``make_stop(out_of_time,
     line_end)`` builds the daemon's stop function."""
-    from context.postprocess import WordEnd
-
     now = [key_time]
 
     def late(ms: int | None) -> Callable[[], bool] | None:
@@ -225,60 +227,43 @@ def run_quality(
     deadlines_after_ms: float | None = None,
 ) -> QualityResult:
     """Decode each hole with and without workspace context and score every variant (with
-    ``deadlines_after_ms``, also :data:`DEADLINE_VARIANT`)."""
-    from context.healing import healing_constraint, strip_healed
-    from context.postprocess import StopRules, make_stop_fn, text_decoder, trim
-    from context.syntax import analyze
+    ``deadlines_after_ms``, also :data:`DEADLINE_VARIANT`).
 
+    The plan is the daemon's (``lsp_server/completion.py``); the decode runs without stopping (its stop
+    callback only notes the step times) and the plan's stop function is applied to its tokens afterwards."""
     tokenizer = builder.tokenizer
-
-    decode = text_decoder(tokenizer)
-
+    limits = Limits(max_new_tokens, eos_ids)
     result = QualityResult(meta, list(holes))
     started = time.perf_counter()
     for i, hole in enumerate(holes):
-        shape = analyze(hole.text_before_typing, len(hole.prefix), None, hole.path)
-        rules = StopRules(shape, hole.suffix)
+        cursor = Cursor(hole.text_before_typing, len(hole.prefix), hole.path)
         for workspace in (True, False):
             inputs = builder.inputs(hole, workspace)
-            built = inputs.built
+            plan = plan_completion(tokenizer, inputs.built, cursor, limits, inputs.extra_drafts)
             clock = StepClock()
-            request = DecodeRequest(
-                inputs.prompt_ids,
-                max_new_tokens=max_new_tokens,
-                eos_ids=eos_ids,
-                stop=clock,
-                constraint=healing_constraint(tokenizer, built.healing) if built.healing else None,
-                drafts=inputs.drafts(),
-            )
             called = time.perf_counter()
-            out = decoder.generate(request)
-            kept = out.token_ids[: stop_point(make_stop_fn(decode, rules, built.healed_text), out.token_ids)]
-            raw = strip_healed(decode(out.token_ids), built.healed_text)
-            stopped = strip_healed(decode(kept), built.healed_text)
+            out = decoder.generate(dataclasses.replace(plan.request, stop=clock))
+            kept = out.token_ids[: stop_point(plan.stop, out.token_ids)]
             truncated = len(kept) == len(out.token_ids) and out.stats.finish_reason == "length"
             completions = {
-                "raw": raw,
-                "stop": stopped,
-                "stop+trim": trim(stopped, shape, hole.suffix, truncated=truncated),
+                "raw": visible_text(plan, out.token_ids),
+                "stop": visible_text(plan, kept),
+                "stop+trim": finish_completion(plan, kept, truncated),
             }
             if deadlines_after_ms is not None:
-                from lsp_server.config import Config
-
                 config = Config()
                 key_time = called + (out.stats.prefill_ms - deadlines_after_ms) / 1000.0
                 n, line_end = with_deadlines(
-                    lambda late, end: make_stop_fn(decode, rules, built.healed_text, late, end),  # noqa: B023
+                    lambda late, end: make_stop_fn(plan.text_of, plan.rules, plan.healed_text, late, end),  # noqa: B023
                     out.token_ids,
                     clock,
                     key_time,
                     config.line_deadline_ms,
                     config.multiline_deadline_ms,
                 )
-                shown = strip_healed(decode(out.token_ids[:n]), built.healed_text)
-                shown = line_end.apply(shown) if line_end is not None else shown
                 cut_short = n == len(out.token_ids) and out.stats.finish_reason == "length"
-                completions[DEADLINE_VARIANT] = trim(shown, shape, hole.suffix, truncated=cut_short)
+                late_plan = dataclasses.replace(plan, line_end=line_end)
+                completions[DEADLINE_VARIANT] = finish_completion(late_plan, out.token_ids[:n], cut_short)
             for variant, completion in completions.items():
                 result.scored.append(score(hole, completion, workspace, variant))
         if progress is not None:

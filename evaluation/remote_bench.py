@@ -43,7 +43,9 @@ from typing import IO, Any
 
 from decoder.backend import Backend
 from decoder.types import DecodeRequest
+from evaluation.speed import ContextBuilder
 from evaluation.workloads import Hole
+from lsp_server.completion import Cursor, Limits, decode_completion, plan_completion
 
 ROOT = Path(__file__).resolve().parent.parent
 TOOLS = Path(os.environ.get("LOOKAHEAD_TOOLS", ROOT / ".tools"))
@@ -271,45 +273,25 @@ def percentile(values: Sequence[float], q: float) -> float:
 
 def replay(
     backends: dict[str, Backend],
-    builder: Any,  # evaluation.speed.ContextBuilder
+    builder: ContextBuilder,
     holes: Sequence[Hole],
     keystroke_count: int,
     max_new_tokens: int,
     eos_ids: frozenset[int],
 ) -> Report:
-    """Every keystroke of every hole on every backend (interleaved); the stop rules and trimming of the daemon."""
-    from context.healing import healing_constraint, strip_healed
-    from context.postprocess import StopRules, make_stop_fn, text_decoder, trim
-    from context.syntax import analyze
-    from decoder.drafts import SequenceNgrams
-
-    decode = text_decoder(builder.tokenizer)
-
+    """Every keystroke of every hole on every backend (interleaved); the daemon's completion core."""
     report = Report({"holes": [h.id for h in holes], "keystrokes": keystroke_count, "max_new_tokens": max_new_tokens})
+    limits = Limits(max_new_tokens, eos_ids)
     for hole in holes:
         workspace = builder.workspace_index(hole)
         for state in keystrokes(hole, keystroke_count):
             for name, backend in backends.items():
                 started = time.perf_counter()
-                text, offset = state.text_before_typing, len(state.prefix)
-                shape = analyze(text, offset, None, state.path)
+                cursor = Cursor(state.text_before_typing, len(state.prefix), state.path)
                 built = builder.prompt(state)
-                rules = StopRules(shape, state.suffix)
-                request = DecodeRequest(
-                    built.token_ids,
-                    max_new_tokens=max_new_tokens,
-                    eos_ids=eos_ids,
-                    stop=make_stop_fn(decode, rules, built.healed_text),
-                    constraint=healing_constraint(builder.tokenizer, built.healing) if built.healing else None,
-                    drafts=[SequenceNgrams("suffix", list(built.suffix_ids)), workspace],
-                )
-                result = backend.generate(request)
-                completion = trim(
-                    strip_healed(decode(result.token_ids), built.healed_text),
-                    shape,
-                    state.suffix,
-                    truncated=result.stats.finish_reason == "length",
-                )
+                plan = plan_completion(builder.tokenizer, built, cursor, limits, [workspace])
+                decoded = decode_completion(backend, plan)
+                result, completion = decoded.result, decoded.text
                 latency = (time.perf_counter() - started) * 1000.0
                 report.samples.append(
                     Sample(
@@ -396,7 +378,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     from decoder.backend import local_backend, remote_backend
     from decoder.model import configure_torch_threads, load_model, stop_token_ids
     from decoder.remote import RemoteConfig
-    from evaluation.speed import ContextBuilder
     from evaluation.workloads import Corpus, make_holes
 
     out_dir = Path(args.out)

@@ -5,7 +5,8 @@ For each hole the prompt is built once (``context/prompt.py``), the suffix after
 with the hole's file as the user has it (``prefix + suffix``). Then every configuration decodes it in turn
 (interleaved per hole, so that load on a shared machine hits all of them alike).
 
-Lossless check: all decoders run with stop rules off and compare their raw token ids over
+The requests are the daemon's (``lsp_server/completion.py: decode_request``), its prompts and snippets too
+(:class:`ContextBuilder`). Lossless check: all decoders run with stop rules off and compare their raw token ids over
 ``max_new_tokens`` (or up to EOS) with ``decoder/greedy.py``'s; transformers' ``generate`` has no stop
 callback, so this is the one comparison that holds for every decoder.
 
@@ -24,12 +25,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from decoder.drafts import DraftSource, SequenceNgrams
+from context.ngram_index import NgramIndex
+from context.prompt import BuiltPrompt, PromptInput, PromptLayout, layout_builder
+from context.snippets import Snippet, SnippetIndex
+from decoder.drafts import DraftSource
 from decoder.forward import measure_cost
 from decoder.policy import CostModel
 from decoder.types import Decoder, DecodeRequest, DecodeResult, DecodeStats
 from evaluation.hf_baselines import HF_PROMPT_LOOKUP_TOKENS, HFGenerateDecoder
 from evaluation.workloads import Corpus, Hole
+from lsp_server.completion import Limits, decode_request
 
 Progress = Callable[[str, "float | None"], None]
 
@@ -115,44 +120,51 @@ def _config(name: str) -> DecoderConfig:
 
 @dataclass
 class HoleInputs:
-    """What every decoder gets for one hole: the prompt (``context/prompt.py``'s) and the draft sources."""
+    """What every decoder gets for one hole: the prompt (``context/prompt.py``'s) and the workspace index."""
 
     hole: Hole
-    built: Any  # context.prompt.BuiltPrompt
+    built: BuiltPrompt
     workspace: DraftSource | None
 
     @property
     def prompt_ids(self) -> list[int]:
         return list(self.built.token_ids)
 
-    def drafts(self) -> list[DraftSource]:
-        sources: list[DraftSource] = [SequenceNgrams("suffix", list(self.built.suffix_ids))]
-        if self.workspace is not None:
-            sources.append(self.workspace)
-        return sources
+    @property
+    def extra_drafts(self) -> list[DraftSource]:
+        """The draft sources besides the suffix (which :func:`~lsp_server.completion.decode_request` adds)."""
+        return [self.workspace] if self.workspace is not None else []
 
 
 class ContextBuilder:
     """Prompts, snippets and workspace indexes for the holes of one corpus, as the daemon builds them.
 
-    Each corpus file is tokenized once; the snippet index holds every file and a hole's own file is
-    excluded from its query (the prompt holds that file's prefix and suffix anyway). ``heal``: token
-    healing in the prompt (off for the speed benchmark, where transformers' baselines cannot constrain).
+    Each corpus file is tokenized once; the snippet index holds every file (the daemon's state with every file
+    open) and a hole's own file is excluded from its query (the prompt holds that file's prefix and suffix
+    anyway). The prompt builder and the snippet query window are the daemon's (``context/prompt.py:
+    layout_builder``, ``context/snippets.py: query_window``). ``heal``: token healing in the prompt (off for
+    the speed benchmark, where transformers' baselines cannot constrain).
     """
 
-    NEAR_CURSOR_CHARS = 1500  # the text before the cursor that snippets are ranked against
-
-    def __init__(self, corpus: Corpus, tokenizer: Any, token_budget: int = 1024, heal: bool = False) -> None:
-        from context.prompt import PromptBudget, PromptBuilder
-        from context.snippets import SnippetIndex
-
+    def __init__(
+        self,
+        corpus: Corpus,
+        tokenizer: Any,
+        token_budget: int = 1024,
+        heal: bool = False,
+        layout: PromptLayout = "psm",
+    ) -> None:
         self.corpus = corpus
         self.tokenizer = tokenizer
-        self.prompt_builder = PromptBuilder(tokenizer, PromptBudget(total=token_budget), heal=heal)
+        self.prompt_builder = layout_builder(tokenizer, layout, token_budget, heal)
         self.snippet_index = SnippetIndex()
         for f in corpus.files:
             self.snippet_index.add_document(f.path, f.text)
         self._ids: dict[str, list[int]] = {}
+
+    @property
+    def repo_name(self) -> str:
+        return self.corpus.name.split()[0]
 
     def token_ids(self, path: str) -> list[int]:
         if path not in self._ids:
@@ -164,8 +176,6 @@ class ContextBuilder:
 
     def workspace_index(self, hole: Hole) -> DraftSource:
         """The workspace n-gram index as the daemon would have it at the hole (its file without the middle)."""
-        from context.ngram_index import NgramIndex
-
         index = NgramIndex()
         files = [(f.path, self.token_ids(f.path)) for f in self.corpus.files if f.path != hole.path]
         files.append((hole.path, self._encode(hole.text_before_typing)))
@@ -173,17 +183,21 @@ class ContextBuilder:
         index.set_preferences(hole.path)
         return index
 
-    def prompt(self, hole: Hole, workspace: bool = True) -> Any:
-        """``context/prompt.py``'s prompt for the hole; ``workspace``: with snippets from the other files."""
-        from context.prompt import PromptInput
+    def snippets(self, hole: Hole) -> list[Snippet]:
+        """The context snippets for the hole's cursor (ranked against the daemon's query window)."""
+        return self.snippet_index.query_at(hole.text_before_typing, len(hole.prefix), exclude_path=hole.path)
 
-        snippets = self.snippet_index.query(hole.prefix[-self.NEAR_CURSOR_CHARS :], exclude_path=hole.path)
+    def prompt(self, hole: Hole, workspace: bool = True, snippets: Sequence[Snippet] | None = None) -> BuiltPrompt:
+        """``context/prompt.py``'s prompt for the hole; ``workspace``: with snippets from the other files
+        (``snippets``: these instead of the hole's own)."""
+        if snippets is None:
+            snippets = self.snippets(hole) if workspace else ()
         prompt_input = PromptInput(
             path=hole.path,
             text=hole.text_before_typing,
             offset=len(hole.prefix),
-            repo_name=self.corpus.name.split()[0],
-            snippets=snippets if workspace else (),
+            repo_name=self.repo_name,
+            snippets=snippets,
         )
         return self.prompt_builder.build(prompt_input)
 
@@ -279,9 +293,7 @@ def run_bench(
         rounds: dict[str, list[DecodeResult]] = {config.name: [] for config in configs}
         for _ in range(max(repeats, 1)):
             for config in configs:
-                request = DecodeRequest(
-                    inputs.prompt_ids, max_new_tokens=max_new_tokens, eos_ids=eos_ids, drafts=inputs.drafts()
-                )
+                request = decode_request(inputs.built, Limits(max_new_tokens, eos_ids), inputs.extra_drafts)
                 if repeats > 1:
                     _forget_cache(decoders[config.name])
                 rounds[config.name].append(decoders[config.name].generate(request))

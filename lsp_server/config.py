@@ -37,6 +37,7 @@ class Config:
     device: str = "auto"  # "auto", "cpu", "cuda", "cuda:1", "mps"
     dtype: str = "auto"  # "auto", "float32", "float16", "bfloat16"
     prefill_dtype: str = "auto"  # "auto" (bf16 for fp32 on a CPU with bf16 instructions), "same", or a dtype
+    weights: str = "auto"  # "auto" (a GGUF's own blocks as int4 planes on a CPU), "gguf", "dense"
     decoder: DecoderKind = "lookahead"
     window: int = 1  # lookahead W
     ngram: int = 8  # lookahead N
@@ -60,9 +61,9 @@ class Config:
         """Whether tokens are generated in-process (so the model's weights are needed)."""
         return self.decoder != "remote"
 
-    def model_key(self) -> tuple[str, str, str, str, bool]:
+    def model_key(self) -> tuple[str, str, str, str, str, bool]:
         """Settings whose change means loading another model (or only its tokenizer, for remote)."""
-        return (self.model, self.device, self.dtype, self.prefill_dtype, self.local)
+        return (self.model, self.device, self.dtype, self.prefill_dtype, self.weights, self.local)
 
     def decoder_key(self) -> tuple[Any, ...]:
         """Settings whose change means another decoder over the same model."""
@@ -147,6 +148,7 @@ _SETTINGS: dict[str, tuple[str, Check]] = {
     "device": ("device", _device),
     "dtype": ("dtype", _one_of("auto", "float32", "float16", "bfloat16")),
     "prefillDtype": ("prefill_dtype", _one_of("auto", "same", "float32", "float16", "bfloat16")),
+    "weights": ("weights", _one_of("auto", "gguf", "dense")),
     "decoder": ("decoder", _one_of("lookahead", "greedy", "remote")),
     "window": ("window", _int_between(1, 16)),
     "ngram": ("ngram", _int_between(2, 32)),

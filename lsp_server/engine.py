@@ -33,8 +33,6 @@ log = logging.getLogger(__name__)
 
 UPDATE_DELAY_S = 0.75  # an open document's indexes are updated once its text rests this long
 MAX_INDEXED_CHARS = 1_000_000  # larger open documents stay out of the indexes (as on disk)
-SNIPPET_QUERY_CHARS = 1800  # characters before the cursor's block of lines that pick the context snippets
-SNIPPET_QUERY_LINES = 8  # the block: the query moves only when the cursor enters another block of lines
 
 ModelState = Literal["idle", "loading", "ready", "failed"]
 Task = Literal["model", "index"]
@@ -249,11 +247,11 @@ class Engine:
         layout, total = self.prompt_settings()
         key = (slot.generation, layout, total, self.config.local)
         if self._builder is None or self._builder[0] != key:
-            from context.prompt import PromptBuilder, layout_budget
+            from context.prompt import layout_builder
 
-            order, budget = layout_budget(layout, total)  # type: ignore[arg-type]  # parse_config checks it
             heal = self.config.local  # remote engines cannot force the first tokens
-            self._builder = (key, PromptBuilder(slot.loaded.tokenizer, budget, order, heal=heal))
+            builder = layout_builder(slot.loaded.tokenizer, layout, total, heal)  # type: ignore[arg-type]  # parsed
+            self._builder = (key, builder)
         return self._builder[1]
 
     def prompt_path(self, path: Path) -> str:
@@ -266,11 +264,10 @@ class Engine:
     def snippets_for(self, path: Path, text: str, offset: int) -> list[Snippet]:
         """Context snippets from other files, relevant to the code before ``offset`` in ``path``.
 
-        The query ends at the start of the cursor's block of lines (:func:`query_window`): typing on a line
-        keeps the same snippets, so the context part of the prompt stays in the KV cache."""
-        near = query_window(text, offset)
+        The query ends at the start of the cursor's block of lines (``context/snippets.py: query_window``):
+        typing on a line keeps the same snippets, so the context part of the prompt stays in the KV cache."""
         with self._snippet_lock:
-            return self._snippets.query(near, exclude_path=self.prompt_path(path))
+            return self._snippets.query_at(text, offset, exclude_path=self.prompt_path(path))
 
     def _snippet_text(self, path: Path, text: str | None) -> None:
         """Keep the snippet index current (open documents and, through the index, files on disk)."""
@@ -437,7 +434,14 @@ def _load(config: Config, progress: Callable[[str, float | None], None]) -> Load
     from decoder.model import LoadedModel, load_model
 
     if config.local:
-        return load_model(config.model, config.device, config.dtype, progress, prefill_dtype=config.prefill_dtype)
+        return load_model(
+            config.model,
+            config.device,
+            config.dtype,
+            progress,
+            prefill_dtype=config.prefill_dtype,
+            weights=config.weights,
+        )
     import torch
     from transformers import AutoTokenizer
 
@@ -474,20 +478,6 @@ def _make_backend(loaded: LoadedModel, config: Config, events: EngineEvents, cos
     if config.verify is not None:
         options["verify"] = config.verify
     return LocalBackend(LookaheadDecoder(loaded.model, LookaheadConfig(**options), cost), "lookahead")
-
-
-def query_window(text: str, offset: int) -> str:
-    """The snippet query for a cursor: up to ``SNIPPET_QUERY_CHARS`` before the start of its block of lines."""
-    line = text.count("\n", 0, offset)
-    anchor = _nth_line_start(text, line - line % SNIPPET_QUERY_LINES)
-    return text[max(0, anchor - SNIPPET_QUERY_CHARS) : anchor]
-
-
-def _nth_line_start(text: str, n: int) -> int:
-    position = 0
-    for _ in range(n):
-        position = text.index("\n", position) + 1
-    return position
 
 
 def choose_threads(time_pass: Callable[[], float], candidates: Sequence[int], set_threads: Callable[[int], Any]) -> int:

@@ -1,4 +1,6 @@
-"""One completion, top to bottom: snapshot, shape, prompt, decode (stop rules, healing), trim, item, stats.
+"""One completion, top to bottom: snapshot, deadlines, prompt, the completion core, the edit, stats.
+
+The core (shape, stop rules, healing, decode, trim) is ``lsp_server/completion.py``, shared with the benchmarks.
 
 :func:`complete` runs on the model worker for the server and directly for ``lookahead-lsp complete``.
 It returns plain data (:class:`Completion`): the server turns it into LSP items and a stats notification.
@@ -11,21 +13,19 @@ edit left the cursor (:func:`edit_end`).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from decoder.drafts import SequenceNgrams
-from decoder.types import CancelToken, DecodeRequest, DecodeStats
+from decoder.types import CancelToken, DecodeStats
+from lsp_server.completion import Cursor, Limits, StageClock, decode_completion, plan_completion
 from lsp_server.documents import Document
 
 if TYPE_CHECKING:
     from context.prompt import BuiltPrompt
     from lsp_server.engine import Engine
 
-SUFFIX_CHARS = 20_000  # the text after the cursor that stop rules and trimming look at
 COMPARE_BLOCK = 4096  # characters compared at a time by edit_end
 
 
@@ -105,72 +105,29 @@ class Warmed:
         }
 
 
-class StageClock:
-    """Milliseconds per named stage."""
-
-    def __init__(self, **already: float) -> None:
-        self.ms: dict[str, float] = dict(already)
-        self._started = time.perf_counter()
-
-    @contextmanager
-    def stage(self, name: str) -> Iterator[None]:
-        start = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.ms[name] = self.ms.get(name, 0.0) + (time.perf_counter() - start) * 1000.0
-
-    def total(self) -> dict[str, float]:
-        return {
-            **self.ms,
-            "total": self.ms.get("queue", 0.0) + (time.perf_counter() - self._started) * 1000.0,
-        }
-
-
 def complete(snapshot: Snapshot, engine: Engine, cancel: CancelToken, queue_ms: float = 0.0) -> Completion:
     """Complete at ``snapshot``; a cancelled run returns what it has (the caller drops it)."""
-    from context.healing import healing_constraint, strip_healed
-    from context.postprocess import StopRules, WordEnd, make_stop_fn, text_decoder, trim
-    from context.syntax import analyze
-
     clock = StageClock(queue=queue_ms)
     key_time = time.perf_counter() - queue_ms / 1000.0
-    out_of_time = deadline(engine.config.multiline_deadline_ms, key_time)
-    line_out_of_time = deadline(engine.config.line_deadline_ms, key_time)
-    line_end = WordEnd(line_out_of_time) if line_out_of_time is not None else None
-    tokenizer = engine.model.tokenizer
+    limits = Limits(
+        engine.config.max_new_tokens,
+        engine.stop_ids,
+        block_deadline=deadline(engine.config.multiline_deadline_ms, key_time),
+        line_deadline=deadline(engine.config.line_deadline_ms, key_time),
+    )
     doc, offset = snapshot.doc, snapshot.offset
-    suffix = doc.text[offset : offset + SUFFIX_CHARS]
+    cursor = Cursor(doc.text, offset, str(snapshot.path), doc.language_id or None)
 
     with clock.stage("prompt"):
-        shape = analyze(doc.text, offset, doc.language_id or None, str(snapshot.path))
         built = prompt_for(snapshot, engine)
-        decode_text = text_decoder(tokenizer)
-        stop = make_stop_fn(decode_text, StopRules(shape, suffix), built.healed_text, out_of_time, line_end)
-        constraint = healing_constraint(tokenizer, built.healing) if built.healing else None
+        plan = plan_completion(engine.model.tokenizer, built, cursor, limits, engine.draft_sources(), cancel)
         engine.set_current(doc.path)
-
-    result = engine.decoder().generate(
-        DecodeRequest(
-            prompt_ids=built.token_ids,
-            max_new_tokens=engine.config.max_new_tokens,
-            eos_ids=engine.stop_ids,
-            stop=stop,
-            cancel=cancel,
-            constraint=constraint,
-            drafts=[SequenceNgrams("suffix", built.suffix_ids), *engine.draft_sources()],
-        )
-    )
-    clock.ms["prefill"] = result.stats.prefill_ms
-    clock.ms["decode"] = result.stats.decode_ms
+    decoded = decode_completion(engine.decoder(), plan, clock)
 
     with clock.stage("postprocess"):
-        raw = strip_healed(decode_text(result.token_ids), built.healed_text)
-        if line_end is not None:
-            raw = line_end.apply(raw)
-        text = trim(raw, shape, suffix, truncated=result.stats.finish_reason == "length")
-        edit = edit_for(doc, offset, text)
+        edit = edit_for(doc, offset, decoded.text)
 
+    result = decoded.result
     return Completion(snapshot.request_id, snapshot, edit, result.token_ids, result.stats, clock.total())
 
 

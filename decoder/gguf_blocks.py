@@ -1,0 +1,125 @@
+"""A GGUF's block-quantized weights as integer codes with group-wise affine scales (no float copy).
+
+llama.cpp stores most weight matrices in blocks of 32 (or super-blocks of 256 with 32-element sub-blocks) where
+every weight is ``scale * code + offset`` with a small unsigned integer ``code`` and one ``scale`` and
+``offset`` per 32 weights along a row. This module reads those blocks (with the ``gguf`` package's memory-mapped
+reader) into :class:`AffineGroups`: ``codes`` (uint8, one per weight), ``scale`` and ``offset`` (float32, one
+per group of 32), so that ``codes * scale + offset`` is exactly the float32 weight that transformers'
+GGUF loader produces (``gguf.quants.dequantize``). Formats: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 (32-element blocks)
+and Q4_K (32-element sub-blocks). Others (Q6_K's 16-element sub-blocks, F16, ...) return None: the caller
+keeps them as dense floats.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+GROUP = 32  # weights per scale/offset pair in every format read here
+
+
+@dataclass(frozen=True)
+class AffineGroups:
+    """``weight[n, k] = codes[n, k] * scale[n, k // 32] + offset[n, k // 32]``, codes in ``0 .. 2**bits - 1``."""
+
+    codes: np.ndarray  # uint8 (rows, cols)
+    scale: np.ndarray  # float32 (rows, cols // 32)
+    offset: np.ndarray  # float32 (rows, cols // 32)
+    bits: int
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        rows, cols = self.codes.shape
+        return int(rows), int(cols)
+
+    def dequantize(self) -> np.ndarray:
+        """The float32 weight matrix."""
+        rows, cols = self.shape
+        codes = self.codes.reshape(rows, cols // GROUP, GROUP).astype(np.float32)
+        return (codes * self.scale[..., None] + self.offset[..., None]).reshape(rows, cols)
+
+
+def _f16(column: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(column).view(np.float16).astype(np.float32)[..., 0]
+
+
+def _low_high_nibbles(packed: np.ndarray) -> np.ndarray:
+    """16 bytes per block -> 32 codes: the low nibbles are codes 0..15, the high nibbles 16..31 (ggml order)."""
+    return np.concatenate([packed & 0x0F, packed >> 4], axis=-1)
+
+
+def _q4_0(blocks: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    d = _f16(blocks[:, 0:2])
+    return _low_high_nibbles(blocks[:, 2:18]), d, -8.0 * d, 4
+
+
+def _q4_1(blocks: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    return _low_high_nibbles(blocks[:, 4:20]), _f16(blocks[:, 0:2]), _f16(blocks[:, 2:4]), 4
+
+
+def _fifth_bits(qh: np.ndarray) -> np.ndarray:
+    bits = np.ascontiguousarray(qh).view(np.uint32)[:, 0:1] >> np.arange(32, dtype=np.uint32)
+    return ((bits & 1) << 4).astype(np.uint8)
+
+
+def _q5_0(blocks: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    d = _f16(blocks[:, 0:2])
+    codes = _low_high_nibbles(blocks[:, 6:22]) | _fifth_bits(blocks[:, 2:6])
+    return codes, d, -16.0 * d, 5
+
+
+def _q5_1(blocks: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    codes = _low_high_nibbles(blocks[:, 8:24]) | _fifth_bits(blocks[:, 4:8])
+    return codes, _f16(blocks[:, 0:2]), _f16(blocks[:, 2:4]), 5
+
+
+def _q8_0(blocks: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    d = _f16(blocks[:, 0:2])
+    codes = (blocks[:, 2:34].view(np.int8).astype(np.int16) + 128).astype(np.uint8)
+    return codes, d, -128.0 * d, 8
+
+
+def _q4_k(blocks: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """Super-blocks of 256: d, dmin (fp16), 12 bytes of 6-bit sub-block scales and mins, 128 bytes of nibbles."""
+    n = blocks.shape[0]
+    d, dmin = _f16(blocks[:, 0:2]), _f16(blocks[:, 2:4])
+    packed = blocks[:, 4:16].reshape(n, 3, 4)
+    lo, mid, top = packed[:, 0], packed[:, 1], packed[:, 2]
+    sc = np.concatenate([lo & 0x3F, (top & 0x0F) | ((lo >> 2) & 0x30)], axis=-1).astype(np.float32)
+    mn = np.concatenate([mid & 0x3F, (top >> 4) | ((mid >> 2) & 0x30)], axis=-1).astype(np.float32)
+    # 4 chunks of 32 bytes: the low nibbles are sub-block 2c, the high nibbles sub-block 2c + 1
+    qs = blocks[:, 16:144].reshape(n, 4, 1, 32) >> np.array([0, 4], dtype=np.uint8).reshape(1, 1, 2, 1)
+    codes = (qs & 0x0F).reshape(n * 8, 32)
+    scale = (d[:, None] * sc).reshape(n * 8)
+    offset = (-(dmin[:, None] * mn)).reshape(n * 8)
+    return codes, scale, offset, 4
+
+
+_READERS = {"Q4_0": (_q4_0, 18, 32), "Q4_1": (_q4_1, 20, 32), "Q5_0": (_q5_0, 22, 32), "Q5_1": (_q5_1, 24, 32),
+            "Q8_0": (_q8_0, 34, 32), "Q4_K": (_q4_k, 144, 256)}  # fmt: skip
+"""format name -> (reader, bytes per block, weights per block)"""
+
+
+def supported(type_name: str) -> bool:
+    """Whether :func:`read_affine` reads tensors of this GGUF type (e.g. ``"Q5_0"``)."""
+    return type_name in _READERS
+
+
+def read_affine(raw: np.ndarray, type_name: str, rows: int, cols: int) -> AffineGroups | None:
+    """The affine groups of one tensor's raw blocks (``GGUFReader``'s ``tensor.data``: uint8, one row of
+    blocks per weight row), or None for a format not read here."""
+    if type_name not in _READERS:
+        return None
+    reader, block_bytes, block_weights = _READERS[type_name]
+    if cols % block_weights:
+        raise ValueError(f"{type_name} tensor with {cols} columns: not a whole number of blocks")
+    blocks = np.ascontiguousarray(raw, dtype=np.uint8).reshape(rows * cols // block_weights, block_bytes)
+    codes, scale, offset, bits = reader(blocks)
+    groups = cols // GROUP
+    return AffineGroups(
+        codes.reshape(rows, cols).astype(np.uint8, copy=False),
+        scale.reshape(rows, groups).astype(np.float32, copy=False),
+        offset.reshape(rows, groups).astype(np.float32, copy=False),
+        bits,
+    )

@@ -1,0 +1,224 @@
+"""A Qwen2 model's matrix products on its GGUF's own 4-bit planes (:mod:`decoder.packed_linear`).
+
+A batch-1 pass on a CPU is bound by the bytes of weights it reads: the embedded model's float32 copy is about
+2 GB a pass, its GGUF about 0.46 GB. :func:`pack_gguf` turns every GGUF weight of a qwen2 model into the
+packed form of the module it belongs to: int4 planes for the formats with 32-element affine groups (Q4_0,
+Q4_1, Q5_0, Q5_1, Q8_0, Q4_K: exact, see :mod:`decoder.packed_linear`), dense bfloat16 for the others (Q6_K,
+F16), the input embedding as codes and float32 scales. :func:`use_packed` puts those modules into a loaded
+transformers model in place of its ``nn.Linear`` and ``nn.Embedding`` layers (norms and biases stay float32).
+The packed tensors are cached once per GGUF (by its sha256) and PyTorch version (the kernel's packed layout
+is PyTorch's own): :func:`cached_packed_state`.
+
+Names follow transformers' GGUF mapping for qwen2; checked on the embedded model: every dequantized GGUF
+tensor equals the converted float32 weight exactly.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+
+from decoder.gguf_blocks import GROUP, AffineGroups, read_affine
+from decoder.packed_linear import PackedEmbedding, PackedLinear, Plane, split_planes
+
+logger = logging.getLogger(__name__)
+
+CACHE_FORMAT = "packed-v1"  # bump when the packed state's keys or meaning change
+
+_LAYER_NAMES = {
+    "attn_q": "self_attn.q_proj",
+    "attn_k": "self_attn.k_proj",
+    "attn_v": "self_attn.v_proj",
+    "attn_output": "self_attn.o_proj",
+    "ffn_gate": "mlp.gate_proj",
+    "ffn_up": "mlp.up_proj",
+    "ffn_down": "mlp.down_proj",
+}
+
+State = dict[str, torch.Tensor]
+"""Flat packed tensors: ``<module>.plane<i>.packed``/``.scales_zeros``, ``<module>.dense``, ``<module>.codes``/
+``.scale``/``.offset`` (an embedding)."""
+
+
+def module_name(gguf_name: str) -> str | None:
+    """The transformers module of a GGUF weight (``blk.3.attn_q.weight`` -> ``model.layers.3.self_attn.q_proj``)."""
+    if gguf_name == "token_embd.weight":
+        return "model.embed_tokens"
+    if gguf_name == "output.weight":
+        return "lm_head"
+    parts = gguf_name.split(".")
+    if len(parts) == 4 and parts[0] == "blk" and parts[3] == "weight" and parts[2] in _LAYER_NAMES:
+        return f"model.layers.{parts[1]}.{_LAYER_NAMES[parts[2]]}"
+    return None
+
+
+class DenseLinear(torch.nn.Module):
+    """A dense linear whose weight has its own dtype (bfloat16 here), float32 in and out, through oneDNN: for
+    GGUF tensors the planes cannot hold, and for the layers of the prefill twin (:func:`prefill_twin`)."""
+
+    weight: torch.Tensor
+    bias: torch.Tensor | None
+
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None) -> None:
+        super().__init__()
+        self.register_buffer("weight", weight)  # a buffer: the model's dtype stays that of its norms (float32)
+        self.register_buffer("bias", bias)
+        self.in_features, self.out_features = int(weight.shape[1]), int(weight.shape[0])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = torch.ops.mkldnn._linear_pointwise(x.to(self.weight.dtype), self.weight, None, "none", [], "")
+        result = out.to(x.dtype)
+        return result if self.bias is None else result + self.bias
+
+
+def layer_weights(model: torch.nn.Module, dtype: torch.dtype) -> dict[str, torch.Tensor]:
+    """The weights of the decoder layers' linears (not the output head) in ``dtype``, by module name."""
+    return {
+        name: module.weight.detach().to(dtype)
+        for name, module in model.named_modules()
+        if isinstance(module, torch.nn.Linear) and ".layers." in f".{name}"
+    }
+
+
+def prefill_twin(model: torch.nn.Module, weights: dict[str, torch.Tensor]) -> torch.nn.Module:
+    """A second module tree over the same tensors as ``model`` (norms, embedding, packed head) whose layer
+    linears are dense ``weights``: prompts of hundreds of tokens go through dense kernels (bfloat16: about
+    3x faster than the int4 kernel here), decoding passes through the planes. Only the dense layer weights
+    are extra memory."""
+    shared: dict[int, Any] = {id(t): t for t in [*model.parameters(), *model.buffers()]}
+    twin = copy.deepcopy(model, memo=dict(shared))
+    modules = dict(twin.named_modules())
+    for name, weight in weights.items():
+        parent_name, _, child = name.rpartition(".")
+        old = modules[name]
+        bias = getattr(old, "bias", None)
+        setattr(modules[parent_name], child, DenseLinear(weight, None if bias is None else bias.detach().float()))
+    return twin
+
+
+def pack_gguf(gguf_path: Path) -> State:
+    """The packed state of every qwen2 weight matrix in a GGUF file. A model with tied embeddings (no
+    ``output.weight``) gets its output head packed from the embedding's blocks."""
+    from gguf import GGUFReader  # the package transformers' GGUF loading uses; imported on use (slow import)
+
+    state: State = {}
+    embedding: AffineGroups | None = None
+    for tensor in GGUFReader(str(gguf_path)).tensors:
+        name = module_name(tensor.name)
+        if name is None:
+            continue
+        cols, rows = (int(n) for n in tensor.shape[:2])
+        groups = read_affine(tensor.data, tensor.tensor_type.name, rows, cols)
+        if name == "model.embed_tokens":
+            embedding = groups
+            if groups is not None:
+                for part in ("codes", "scale", "offset"):
+                    state[f"{name}.{part}"] = torch.from_numpy(getattr(groups, part))
+            continue
+        if groups is None or not packable(rows, cols):
+            from gguf.quants import dequantize
+
+            dense = dequantize(tensor.data, tensor.tensor_type).reshape(rows, cols)
+            state[f"{name}.dense"] = torch.from_numpy(dense).to(torch.bfloat16)
+            continue
+        state |= _plane_state(name, groups)
+    if "lm_head.plane0.packed" not in state and "lm_head.dense" not in state and embedding is not None:
+        state |= _plane_state("lm_head", embedding)
+    return state
+
+
+def packable(rows: int, cols: int) -> bool:
+    """Whether the int4 kernel takes a weight of this shape (its packing needs rows in sixteens)."""
+    return rows % 16 == 0 and cols % GROUP == 0
+
+
+def _plane_state(name: str, groups: AffineGroups) -> State:
+    state: State = {}
+    for i, plane in enumerate(split_planes(groups)):
+        state[f"{name}.plane{i}.packed"] = plane.packed
+        state[f"{name}.plane{i}.scales_zeros"] = plane.scales_zeros
+    return state
+
+
+def use_packed(model: torch.nn.Module, state: State) -> dict[str, int]:
+    """Put the packed modules of ``state`` into ``model`` in place of its linears and input embedding;
+    returns how many of each kind. The float weights they replace are freed."""
+    counts = {"int4": 0, "bf16": 0, "embedding": 0}
+    modules = dict(model.named_modules())
+    for name, module in modules.items():
+        parent_name, _, child = name.rpartition(".")
+        parent = modules[parent_name] if parent_name else model
+        replacement: torch.nn.Module | None = None
+        if isinstance(module, torch.nn.Embedding) and f"{name}.codes" in state:
+            replacement = PackedEmbedding(state[f"{name}.codes"], state[f"{name}.scale"], state[f"{name}.offset"])
+            counts["embedding"] += 1
+        elif isinstance(module, torch.nn.Linear):
+            bias = None if module.bias is None else module.bias.detach().float().clone()
+            planes = _planes(state, name)
+            if planes:
+                replacement = PackedLinear(planes, bias, module.in_features, module.out_features)
+                counts["int4"] += 1
+            elif f"{name}.dense" in state:
+                replacement = DenseLinear(state[f"{name}.dense"], bias)
+                counts["bf16"] += 1
+        if replacement is not None:
+            setattr(parent, child, replacement)
+    return counts
+
+
+def own_storage(model: torch.nn.Module) -> int:
+    """Copy the parameters left after packing (norms: a few hundred KB) out of the memory-mapped checkpoint
+    transformers loaded them from; returns how many. A tensor in that mapping keeps the whole file mapped, and
+    every page of it that was read (all of it, while packing) counts in the process's resident memory."""
+    moved = 0
+    for module in model.modules():
+        for key, param in module._parameters.items():
+            if param is not None:
+                module._parameters[key] = torch.nn.Parameter(param.detach().clone(), requires_grad=False)
+                moved += 1
+    return moved
+
+
+def _planes(state: State, name: str) -> list[Plane]:
+    planes: list[Plane] = []
+    while f"{name}.plane{len(planes)}.packed" in state:
+        i = len(planes)
+        planes.append(Plane(state[f"{name}.plane{i}.packed"], state[f"{name}.plane{i}.scales_zeros"]))
+    return planes
+
+
+def cache_path(root: Path, sha256: str) -> Path:
+    """Where the packed state of the GGUF with this sha256 is cached for this PyTorch version."""
+    return root / CACHE_FORMAT / f"torch-{torch.__version__}" / f"{sha256}.safetensors"
+
+
+def cached_packed_state(
+    root: Path, sha256: str, produce_gguf: Callable[[Path], Path], report: Callable[[str, float | None], None]
+) -> State:
+    """The packed state of the GGUF with ``sha256``: from the cache, else packed now from
+    ``produce_gguf(scratch_dir)`` and cached (written to a temporary file and renamed: never half a file).
+    A cache file that cannot be read is rebuilt."""
+    path = cache_path(root, sha256)
+    if path.is_file():
+        try:
+            return load_file(str(path))
+        except (OSError, SafetensorError) as exc:
+            logger.warning("discarding the unreadable packed cache %s: %s", path, exc)
+            path.unlink(missing_ok=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".packing-", dir=path.parent) as scratch:
+        report("packing the model's GGUF weights into 4-bit planes (once)", None)
+        state = pack_gguf(produce_gguf(Path(scratch)))
+        partial = Path(scratch) / "state.safetensors"
+        save_file({k: v.contiguous() for k, v in state.items()}, str(partial))
+        os.replace(partial, path)
+    return state

@@ -1,0 +1,227 @@
+"""GGUF weights as int4 planes: the block readers, the packed layers, a packed tiny model, lossless decoding on it."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from gguf import GGMLQuantizationType, GGUFReader, GGUFWriter
+from gguf.quants import dequantize, quantize
+
+from decoder.gguf_blocks import read_affine, supported
+from decoder.greedy import GreedyDecoder
+from decoder.lookahead import LookaheadConfig, LookaheadDecoder
+from decoder.model import ModelLoadError, use_gguf_weights
+from decoder.packed_linear import PackedEmbedding, PackedLinear, int4_kernel_works, requantize
+from decoder.packed_model import cache_path, cached_packed_state, pack_gguf, prefill_twin, use_packed
+from decoder.policy import GPU_COST, CostModel
+from decoder.types import DecodeRequest
+from tests.tiny_model import make_tiny_qwen2
+
+pytestmark = pytest.mark.skipif(not int4_kernel_works(), reason="this PyTorch has no working CPU int4 kernel")
+
+BLOCK_BYTES = {"Q4_0": (18, 32), "Q4_1": (20, 32), "Q5_0": (22, 32), "Q5_1": (24, 32), "Q8_0": (34, 32),
+               "Q4_K": (144, 256), "Q6_K": (210, 256)}  # fmt: skip
+FP16_OFFSETS = {"Q4_0": (0,), "Q4_1": (0, 2), "Q5_0": (0,), "Q5_1": (0, 2), "Q8_0": (0,), "Q4_K": (0, 2),
+                "Q6_K": (208,)}  # fmt: skip
+
+
+def random_blocks(type_name: str, rows: int, cols: int, seed: int = 0) -> np.ndarray:
+    """Random raw blocks of a GGUF type, with finite fp16 scales: every such block is a valid tensor."""
+    rng = np.random.default_rng(seed)
+    block_bytes, block_weights = BLOCK_BYTES[type_name]
+    blocks = rng.integers(0, 256, size=(rows * cols // block_weights, block_bytes), dtype=np.uint8)
+    for offset in FP16_OFFSETS[type_name]:
+        scales = rng.uniform(-0.05, 0.05, size=blocks.shape[0]).astype(np.float16)
+        blocks[:, offset : offset + 2] = scales.view(np.uint8).reshape(-1, 2)
+    return blocks.reshape(rows, -1)
+
+
+@pytest.mark.parametrize("type_name", ["Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q4_K"])
+def test_codes_and_scales_reproduce_the_gguf_dequantization_exactly(type_name: str) -> None:
+    rows, cols = 32, 512
+    raw = random_blocks(type_name, rows, cols, seed=len(type_name))
+    groups = read_affine(raw, type_name, rows, cols)
+    assert groups is not None
+    want = dequantize(raw, GGMLQuantizationType[type_name]).reshape(rows, cols)
+    np.testing.assert_array_equal(groups.dequantize(), want)
+    assert int(groups.codes.max()) < 2**groups.bits
+
+
+def test_formats_without_32_element_groups_are_not_read() -> None:
+    assert not supported("Q6_K") and not supported("F16")
+    assert read_affine(random_blocks("Q6_K", 16, 256), "Q6_K", 16, 256) is None
+
+
+@pytest.mark.parametrize("type_name", ["Q4_K", "Q5_0", "Q8_0"])
+def test_a_packed_layer_multiplies_by_the_gguf_weight_up_to_bfloat16_rounding(type_name: str) -> None:
+    rows, cols = 64, 256
+    groups = read_affine(random_blocks(type_name, rows, cols, seed=3), type_name, rows, cols)
+    assert groups is not None
+    layer = PackedLinear.from_groups(groups, None)
+    assert len(layer.planes) == (1 if groups.bits <= 4 else 2)
+    weight = torch.from_numpy(groups.dequantize()).double()
+    x = torch.randn(5, cols, generator=torch.Generator().manual_seed(0))
+    want = x.bfloat16().double() @ weight.t()
+    got = layer(x).double()
+    assert (got - want).abs().max() <= 2**-6 * want.abs().max()  # bfloat16 products: 8 significant bits
+    # each row is computed on its own: one row at a time gives the same bits (lossless lookahead relies on it)
+    assert torch.equal(torch.cat([layer(x[i : i + 1]) for i in range(5)]), layer(x))
+
+
+def test_the_planes_hold_each_weight_not_just_the_products() -> None:
+    rows, cols = 32, 64
+    groups = read_affine(random_blocks("Q8_0", rows, cols, seed=5), "Q8_0", rows, cols)
+    assert groups is not None
+    layer = PackedLinear.from_groups(groups, None)
+    columns = layer(torch.eye(cols)).t().double()  # one-hot inputs read the weight back, column by column
+    weight = torch.from_numpy(groups.dequantize()).double()
+    assert (columns - weight).abs().max() <= 2**-7 * weight.abs().max()
+
+
+def test_requantize_fits_one_plane_within_half_a_step() -> None:
+    weight = torch.randn(32, 64, generator=torch.Generator().manual_seed(2))
+    groups = requantize(weight)
+    step = groups.scale.repeat(32, axis=1)
+    assert groups.bits == 4 and np.all(np.abs(groups.dequantize() - weight.numpy()) <= step / 2 + 1e-6)
+
+
+def test_a_packed_embedding_looks_up_the_exact_float_rows() -> None:
+    rows, cols = 48, 64
+    groups = read_affine(random_blocks("Q5_0", rows, cols, seed=7), "Q5_0", rows, cols)
+    assert groups is not None
+    ids = torch.tensor([[0, 47, 3, 3]])
+    got = PackedEmbedding.from_groups(groups)(ids)
+    assert torch.equal(got[0], torch.from_numpy(groups.dequantize()[[0, 47, 3, 3]]))
+
+
+# --- a tiny model written as a GGUF, packed, decoded --------------------------------------------------------
+
+QUANT_TYPES = {"attn_q": "Q5_0", "attn_k": "Q5_0", "attn_v": "Q8_0", "attn_output": "Q4_0", "ffn_gate": "Q5_0",
+               "ffn_up": "Q8_0", "ffn_down": "Q4_1"}  # fmt: skip
+HF_NAMES = {"attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj",
+            "attn_output": "self_attn.o_proj", "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj",
+            "ffn_down": "mlp.down_proj"}  # fmt: skip
+
+
+def write_tiny_gguf(model: torch.nn.Module, path: Path) -> None:
+    """The tiny model's matrices quantized into a GGUF with llama.cpp's qwen2 tensor names (tied embedding:
+    no ``output.weight``)."""
+    writer = GGUFWriter(str(path), "qwen2")
+    state = {k: v.detach().float().numpy() for k, v in model.state_dict().items()}
+
+    def add(name: str, weight: np.ndarray, type_name: str) -> None:
+        qtype = GGMLQuantizationType[type_name]
+        writer.add_tensor(name, quantize(weight, qtype), raw_shape=quantize(weight, qtype).shape, raw_dtype=qtype)
+
+    add("token_embd.weight", state["model.embed_tokens.weight"], "Q8_0")
+    for layer in range(2):
+        for short, type_name in QUANT_TYPES.items():
+            add(f"blk.{layer}.{short}.weight", state[f"model.layers.{layer}.{HF_NAMES[short]}.weight"], type_name)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+
+
+def dequantized_copy(model: torch.nn.Module, gguf: Path) -> torch.nn.Module:
+    """The same tiny model with every matrix replaced by the GGUF's dequantized float32 values."""
+    twin = make_tiny_qwen2(vocab_size=512, seed=1, dtype=torch.float32)
+    names = {"token_embd": "model.embed_tokens"} | {
+        f"blk.{i}.{s}": f"model.layers.{i}.{h}" for i in range(2) for s, h in HF_NAMES.items()
+    }
+    params = dict(twin.named_parameters())
+    for tensor in GGUFReader(str(gguf)).tensors:
+        cols, rows = (int(n) for n in tensor.shape[:2])
+        values = dequantize(tensor.data, tensor.tensor_type).reshape(rows, cols)
+        params[names[tensor.name.removesuffix(".weight")] + ".weight"].data.copy_(torch.from_numpy(values))
+    return twin
+
+
+@pytest.fixture(scope="module")
+def packed(tmp_path_factory: pytest.TempPathFactory) -> tuple[torch.nn.Module, torch.nn.Module, Path]:
+    gguf = tmp_path_factory.mktemp("gguf") / "tiny.gguf"
+    source = make_tiny_qwen2(vocab_size=512, seed=1, dtype=torch.float32)
+    write_tiny_gguf(source, gguf)
+    model = make_tiny_qwen2(vocab_size=512, seed=1, dtype=torch.float32)
+    counts = use_packed(model, pack_gguf(gguf))
+    assert counts == {"int4": 15, "bf16": 0, "embedding": 1}  # 7 matrices x 2 layers + the tied head
+    return model, dequantized_copy(source, gguf), gguf
+
+
+def test_the_packed_model_computes_what_its_dequantized_float_twin_computes(packed: tuple) -> None:
+    model, dense, _ = packed
+    ids = torch.tensor([[5, 17, 300, 42, 42, 9]])
+    with torch.inference_mode():
+        got, want = model(input_ids=ids).logits[0], dense(input_ids=ids).logits[0]
+    assert (got - want).abs().max() <= 0.05 * want.abs().max()
+    assert torch.equal(got.argmax(-1), want.argmax(-1))
+
+
+def test_lookahead_on_the_packed_model_equals_greedy_on_it_token_for_token(packed: tuple) -> None:
+    model = packed[0]
+    rng = random.Random(4)
+    lookahead = LookaheadDecoder(
+        model, LookaheadConfig(window=1, ngram=8, verify=8), cost=CostModel(GPU_COST, adaptive=False)
+    )
+    for _ in range(6):
+        base = [rng.randrange(512) for _ in range(rng.randrange(8, 30))]
+        prompt = base + base[:5]
+        request = DecodeRequest(prompt_ids=prompt, max_new_tokens=40)
+        want = GreedyDecoder(model).generate(request).token_ids
+        assert lookahead.generate(DecodeRequest(prompt_ids=prompt, max_new_tokens=40)).token_ids == want
+
+
+def test_the_bfloat16_prefill_twin_shares_everything_but_the_layer_weights(packed: tuple) -> None:
+    model = packed[0]
+    dense = {n: torch.zeros(m.out_features, m.in_features, dtype=torch.bfloat16)
+             for n, m in model.named_modules() if isinstance(m, PackedLinear) and ".layers." in f".{n}"}  # fmt: skip
+    twin = prefill_twin(model, dense)
+    assert twin.model.embed_tokens.codes is model.model.embed_tokens.codes
+    assert twin.lm_head.planes[0].packed is model.lm_head.planes[0].packed
+    assert twin.model.norm.weight is model.model.norm.weight
+    assert twin.model.layers[0].mlp.up_proj.weight is dense["model.layers.0.mlp.up_proj"]
+    assert isinstance(model.model.layers[0].mlp.up_proj, PackedLinear)  # the model itself is unchanged
+
+
+def test_the_packed_state_is_cached_and_a_damaged_cache_is_rebuilt(packed: tuple, tmp_path: Path) -> None:
+    gguf = packed[2]
+    produced: list[Path] = []
+
+    def produce(_directory: Path) -> Path:
+        produced.append(gguf)
+        return gguf
+
+    first = cached_packed_state(tmp_path, "abc", produce, lambda *_: None)
+    second = cached_packed_state(tmp_path, "abc", produce, lambda *_: None)
+    assert len(produced) == 1 and first.keys() == second.keys()
+    assert all(torch.equal(first[k], second[k]) for k in first)
+    cache_path(tmp_path, "abc").write_bytes(b"not a safetensors file")
+    third = cached_packed_state(tmp_path, "abc", produce, lambda *_: None)
+    assert len(produced) == 2 and third.keys() == first.keys()
+
+
+@pytest.mark.parametrize(
+    ("weights", "device", "dtype", "source", "expected"),
+    [
+        ("auto", "cpu", torch.float32, "embedded-cache", True),
+        ("auto", "cpu", torch.float32, "gguf-converted", True),
+        ("auto", "cpu", torch.float32, "hf-dir", False),
+        ("auto", "cpu", torch.bfloat16, "embedded-cache", False),
+        ("dense", "cpu", torch.float32, "embedded-cache", False),
+        ("gguf", "cpu", torch.bfloat16, "embedded-cache", True),
+    ],
+)
+def test_which_models_decode_on_gguf_weights(weights: str, device: str, dtype: torch.dtype, source: str,
+                                             expected: bool) -> None:  # fmt: skip
+    assert use_gguf_weights(weights, torch.device(device), dtype, source) is expected
+
+
+def test_gguf_weights_for_a_model_without_a_gguf_is_a_clear_error() -> None:
+    with pytest.raises(ModelLoadError, match="needs a model loaded from a GGUF"):
+        use_gguf_weights("gguf", torch.device("cpu"), torch.float32, "hf-dir")
+    with pytest.raises(ModelLoadError, match="bad weights"):
+        use_gguf_weights("int3", torch.device("cpu"), torch.float32, "embedded-cache")
