@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 import tempfile
+import time
 from pathlib import Path
 
 from evaluation.lsp_client import LspClient
