@@ -80,6 +80,7 @@ async def pump(read: Callable[[], Awaitable[bytes]], receiver: Receiver) -> None
                 parser.reject(event)
             elif event.cut:
                 log.warning("a frame's Content-Length ran into the next frame's header; cut there")
+            await asyncio.sleep(0)  # a request's handler starts before the next message (a cancel) is read
 
 
 class Inbox:

@@ -219,3 +219,32 @@ def test_sigterm_saves_the_index_snapshot(tiny_model_dir: Path, tmp_path: Path) 
     snapshots = [p for p in cache.rglob("*") if p.is_file() and not p.name.endswith(".tmp")]
     assert snapshots, list(cache.rglob("*"))
     assert max(p.stat().st_mtime for p in snapshots) >= (root / "late.py").stat().st_mtime
+
+
+def test_a_burst_of_pipelined_requests_is_all_answered(daemon: HostileClient) -> None:
+    ids = [daemon.new_id() for _ in range(500)]
+    daemon.send(b"".join(message("workspace/executeCommand", {"command": "lookahead.stats"}, i) for i in ids))
+    for msg_id in ids:
+        assert "result" in daemon.response(msg_id, timeout=60)
+
+
+def test_nul_bytes_and_a_long_line_are_served(daemon: HostileClient) -> None:
+    uri = "file:///tmp/hostile/odd.py"
+    text = "x = '\x00\x00'\n" + "y = " + "1 + " * 500_000 + "1\n" + "def f():\n    "
+    daemon.notify("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "python", "version": 1,
+                                                            "text": text}})
+    params = {**GOOD_POSITION, "textDocument": {"uri": uri}, "position": {"line": 3, "character": 4}}
+    assert "result" in daemon.request("textDocument/inlineCompletion", params, timeout=60)
+    daemon.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
+
+
+def test_requests_before_initialize_are_answered_and_closed_stdin_exits(tmp_path: Path) -> None:
+    client = HostileClient(tmp_path)
+    early = client.request("textDocument/inlineCompletion", GOOD_POSITION, timeout=60)
+    assert "result" in early or "error" in early
+    assert "result" in client.initialize(None, {"enabled": False})
+    assert client.process.stdin is not None
+    client.process.stdin.close()
+    assert client.process.wait(10) == 1  # the input ended without shutdown
+    assert client.close() == 1
+    assert "Traceback" not in client.stderr()
