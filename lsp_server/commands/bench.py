@@ -29,6 +29,12 @@ def add_workload_arguments(parser: argparse.ArgumentParser, workloads: str, max_
     parser.add_argument(
         "--prefill-dtype", default="auto", help="auto (bfloat16 for float32 on a CPU with bf16 instructions), same, ..."
     )
+    parser.add_argument(
+        "--weights",
+        default="auto",
+        choices=("auto", "gguf", "dense"),
+        help="auto (a GGUF's own blocks as int4 planes on a CPU), gguf, dense (the model's dtype)",
+    )
     parser.add_argument("--token-budget", type=int, default=1024, help="prompt tokens at most (default: 1024)")
     parser.add_argument("--out", default=None, help="write JSON, Markdown and PNG reports to this directory")
 
@@ -91,7 +97,12 @@ def load(args: argparse.Namespace) -> LoadedModel:
     configure_torch_threads()
     try:
         return load_model(
-            args.model, device=args.device, dtype=args.dtype, progress=progress, prefill_dtype=args.prefill_dtype
+            args.model,
+            device=args.device,
+            dtype=args.dtype,
+            progress=progress,
+            prefill_dtype=args.prefill_dtype,
+            weights=args.weights,
         )
     except ModelLoadError as exc:
         raise UsageError(str(exc)) from exc
@@ -102,7 +113,9 @@ def run_meta(args: argparse.Namespace, corpus: Corpus, loaded: LoadedModel) -> d
 
     return {
         "model": f"{loaded.spec} ({loaded.source}: {loaded.path})",
-        "device": f"{loaded.device} {loaded.dtype}, prefill {loaded.prefill_dtype}".replace("torch.", ""),
+        "device": f"{loaded.device} {loaded.dtype}, {loaded.weights} weights, prefill {loaded.prefill_dtype}".replace(
+            "torch.", ""
+        ),
         "corpus": f"{corpus.name} ({corpus.root})",
         "workloads": args.workload,
         "holes_per_workload": args.holes,
