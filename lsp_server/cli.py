@@ -36,10 +36,13 @@ class UsageError(Exception):
 
 
 def configure_logging(level: str, log_file: str | None) -> None:
+    """Log to ``log_file`` (or stderr); an OSError (a bad path) leaves the previous logging as it was."""
     handler: logging.Handler = logging.FileHandler(log_file) if log_file else logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger()
-    root.handlers[:] = [handler]
+    old, root.handlers[:] = list(root.handlers), [handler]
+    for previous in old:
+        previous.close()
     root.setLevel(level.upper())
 
 
@@ -72,7 +75,11 @@ def command_of(argv: Sequence[str]) -> str | None:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser(command_of(argv)).parse_args(argv)
-    configure_logging(args.log_level, args.log_file)
+    try:
+        configure_logging(args.log_level, args.log_file)
+    except OSError as exc:
+        print(f"lookahead-lsp: error: --log-file {args.log_file}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
     module = importlib.import_module(COMMANDS[args.command][0])
     try:
         return int(module.run(args))

@@ -43,4 +43,4 @@ def run(args: argparse.Namespace) -> int:
         pass
     finally:
         SERVER.stop()
-    return 0 if SERVER.shutdown_requested else 1
+    return 0 if SERVER.shutdown_requested or SERVER.terminated else 1
