@@ -37,7 +37,7 @@ from decoder import attention
 from decoder.cpu_linear import use_onednn_linear
 from decoder.embedded import EmbeddedModelError, ProgressFn, cache_root, embedded_gguf, prepare_embedded, prepare_gguf
 from decoder.packed_linear import int4_kernel_works
-from decoder.packed_model import cached_packed_state, layer_weights, own_storage, prefill_twin, use_packed
+from decoder.packed_model import cached_packed_state, layer_weights, logical_size, own_storage, prefill_twin, use_packed
 
 logger = logging.getLogger(__name__)
 
@@ -92,7 +92,8 @@ class LoadedModel:
 
     @property
     def parameters(self) -> int:
-        return sum(p.numel() for p in self.model.parameters())
+        """The model's weights, counted as the float model has them (packed layers count their matrices)."""
+        return logical_size(self.model)
 
 
 def resolve_device(device: str | torch.device = "auto") -> torch.device:

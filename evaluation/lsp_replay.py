@@ -28,7 +28,7 @@ each, the modes taking turns at each hole.
 from __future__ import annotations
 
 import contextlib
-import json
+import random
 import shutil
 import statistics
 import sys
@@ -39,7 +39,8 @@ from pathlib import Path
 from typing import Any
 
 from evaluation.lsp_client import LspClient
-from evaluation.workloads import Corpus, Hole
+from evaluation.report import markdown_table
+from evaluation.workloads import Corpus, Hole, make_holes, statement_spans
 
 READY_TIMEOUT_S = 900.0
 ANSWER_TIMEOUT_S = 300.0
@@ -178,8 +179,6 @@ _REPLAY_COLUMNS = {
 
 
 def replay_markdown(results: list[ReplayResult]) -> str:
-    from evaluation.report import markdown_table
-
     rows = [[r.summary()[key] for key in _REPLAY_COLUMNS] for r in results]
     table = markdown_table(list(_REPLAY_COLUMNS.values()), rows)
     return "\n".join(["## Typing replay through the daemon", "", table, ""])
@@ -234,10 +233,6 @@ def case_of(index: int, key: str) -> str:
 
 def session_holes(corpus: Corpus, path: str, count: int, seed: int = 0, first_line_max: int = 30) -> list[Hole]:
     """Multi-line statements of one file whose first line is short (so a replay reaches the newline)."""
-    import random
-
-    from evaluation.workloads import statement_spans
-
     spans = [
         span
         for span in statement_spans(corpus)
@@ -326,8 +321,6 @@ def compare_sessions(
 
 def sessions_markdown(keys: list[CaseKey]) -> str:
     """p50 and p90 per case and mode, and the ratio off/on."""
-    from evaluation.report import markdown_table
-
     rows = []
     for case in CASES:
         cells: list[Any] = [case]
@@ -392,8 +385,6 @@ class Pause:
 
 def pause_holes(corpus: Corpus, count: int, seed: int = 0) -> list[Hole]:
     """Half lines from a random column (``midline``), half multi-line statements (blocks)."""
-    from evaluation.workloads import make_holes
-
     lines = make_holes(corpus, "midline", count // 2, seed)
     blocks = [h for h in make_holes(corpus, "fim", 2 * count, seed) if h.kind == "multi-line"]
     return lines + blocks[: count - len(lines)]
@@ -487,8 +478,6 @@ def _first_line(text: str) -> str:
 def pauses_markdown(pauses: list[Pause]) -> str:
     """Per mode: p50 seconds to the first ghost text, to the whole line and (blocks) the whole block, how many
     got there, and exact matches of the text shown 1 s, 3 s and at the end against the removed code."""
-    from evaluation.report import markdown_table
-
     reference = {(p.hole.id, p.hole.middle): p.final for p in pauses if p.mode == REFERENCE_MODE}
     rows = []
     for mode in dict.fromkeys(p.mode for p in pauses):
@@ -535,53 +524,3 @@ def pauses_from_json(rows: list[dict[str, Any]]) -> list[Pause]:
         hole = Hole(workload, "", path, prefix, row["middle"], "")
         pauses.append(Pause(row["mode"], hole, [(float(t), str(text)) for t, text in row["shown"]]))
     return pauses
-
-
-def main(argv: list[str] | None = None) -> int:
-    import argparse
-
-    parser = argparse.ArgumentParser(description="Keystroke-to-ghost-text latency, background prefill on and off.")
-    parser.add_argument("--corpus", default=None, help="directory of real code (the workspace)")
-    parser.add_argument("--file", default=None, help="the large file to type in, relative to the corpus")
-    parser.add_argument(
-        "--pauses", type=int, default=None, help="instead: N pauses (lines and blocks), progressive ghost text"
-    )
-    parser.add_argument("--modes", default=None, help="with --pauses: comma-separated modes (default: all)")
-    parser.add_argument("--table", default=None, help="instead: the --pauses table of the JSON a run wrote")
-    parser.add_argument("--holes", type=int, default=4)
-    parser.add_argument("--keys", type=int, default=8, help="keys typed per hole (at least; through a new line)")
-    parser.add_argument("--pause", type=float, default=2.0, help="seconds between opening and the first key")
-    parser.add_argument("--max-new-tokens", type=int, default=32)
-    parser.add_argument("--model", default="embedded")
-    parser.add_argument("--json", default=None, help="also write every keystroke here")
-    args = parser.parse_args(argv)
-
-    if args.table:
-        print(pauses_markdown(pauses_from_json(json.loads(Path(args.table).read_text(encoding="utf-8")))))
-        return 0
-    corpus = Corpus.load(args.corpus)
-    if args.pauses:
-        holes = pause_holes(corpus, args.pauses)
-        modes = args.modes.split(",") if args.modes else None
-        pauses = compare_pauses(corpus, holes, args.model, args.max_new_tokens, modes)
-        print(f"{corpus.name}: {len(holes)} pauses, max {args.max_new_tokens} new tokens")
-        print(pauses_markdown(pauses))
-        if args.json:
-            Path(args.json).write_text(json.dumps(pauses_to_json(pauses), indent=1), encoding="utf-8")
-        return 0
-    if not args.file or not args.corpus:
-        parser.error("--corpus and --file are needed (or --pauses, or --table)")
-    holes = session_holes(corpus, args.file, args.holes)
-    lines = corpus.file(args.file).text.count("\n")
-    keys = compare_sessions(corpus, holes, args.model, args.max_new_tokens, args.pause, args.keys)
-    print(
-        f"{corpus.name}: {args.file} ({lines} lines), {len(holes)} holes, {args.keys} keys each, pause {args.pause} s"
-    )
-    print(sessions_markdown(keys))
-    if args.json:
-        Path(args.json).write_text(json.dumps([k.__dict__ for k in keys], indent=1), encoding="utf-8")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -16,17 +16,49 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from context.prompt import BuiltPrompt, PromptBuilder, PromptInput
+from decoder.backend import Backend
+from decoder.drafts import DraftSource
 from decoder.types import CancelToken, DecodeStats
 from lsp_server.completion import Cursor, Limits, StageClock, decode_completion, plan_completion, trim_visible
+from lsp_server.config import Config
 from lsp_server.documents import Document
 
-if TYPE_CHECKING:
-    from context.prompt import BuiltPrompt
-    from lsp_server.engine import Engine
-
 COMPARE_BLOCK = 4096  # characters compared at a time by edit_end
+
+
+class CompletionEngine(Protocol):
+    """What a completion reads from the engine (``lsp_server/engine.py``): the model host's settings, tokenizer,
+    prompt builder and backend, and the workspace's prompt input and draft sources."""
+
+    @property
+    def config(self) -> Config: ...
+
+    @property
+    def tokenizer(self) -> Any: ...
+
+    @property
+    def stop_ids(self) -> frozenset[int]: ...
+
+    def backend(self) -> Backend:
+        """The backend for the current settings (only the model worker calls it)."""
+        ...
+
+    def prompt_builder(self) -> PromptBuilder: ...
+
+    def prompt_input(self, path: Path, text: str, offset: int) -> PromptInput:
+        """The prompt's input at a cursor: the path as the prompt names it, the repository, the snippets."""
+        ...
+
+    def draft_sources(self) -> list[DraftSource]:
+        """The draft sources besides the suffix (the workspace index once it is built)."""
+        ...
+
+    def set_current(self, path: Path | None) -> None:
+        """Prefer drafts from this file (and the open ones)."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -108,7 +140,7 @@ class Warmed:
 
 def complete(
     snapshot: Snapshot,
-    engine: Engine,
+    engine: CompletionEngine,
     cancel: CancelToken,
     queue_ms: float = 0.0,
     publish: Callable[[Completion], None] | None = None,
@@ -141,11 +173,10 @@ def complete(
 
     with clock.stage("prompt"):
         built = prompt_for(snapshot, engine)
-        tokenizer = engine.model.tokenizer
         on_deadline = published if publish is not None else None
-        plan = plan_completion(tokenizer, built, cursor, limits, engine.draft_sources(), cancel, on_deadline)
+        plan = plan_completion(engine.tokenizer, built, cursor, limits, engine.draft_sources(), cancel, on_deadline)
         engine.set_current(doc.path)
-    decoded = decode_completion(engine.decoder(), plan, clock)
+    decoded = decode_completion(engine.backend(), plan, clock)
 
     with clock.stage("postprocess"):
         edit = edit_for(doc, offset, decoded.text)
@@ -154,26 +185,17 @@ def complete(
     return Completion(snapshot.request_id, snapshot, edit, result.token_ids, result.stats, clock.total())
 
 
-def prompt_for(snapshot: Snapshot, engine: Engine) -> BuiltPrompt:
+def prompt_for(snapshot: Snapshot, engine: CompletionEngine) -> BuiltPrompt:
     """The prompt at ``snapshot`` (the same for a completion and for its background prefill)."""
-    from context.prompt import PromptInput
-
-    doc, offset = snapshot.doc, snapshot.offset
-    prompt_input = PromptInput(
-        path=engine.prompt_path(snapshot.path),
-        text=doc.text,
-        offset=offset,
-        repo_name=engine.repo_name,
-        snippets=engine.snippets_for(snapshot.path, doc.text, offset),
-    )
+    prompt_input = engine.prompt_input(snapshot.path, snapshot.doc.text, snapshot.offset)
     return engine.prompt_builder().build(prompt_input)
 
 
-def warm(snapshot: Snapshot, engine: Engine, cancel: CancelToken) -> Warmed:
+def warm(snapshot: Snapshot, engine: CompletionEngine, cancel: CancelToken) -> Warmed:
     """Prefill the prompt at ``snapshot`` in idle time; stops between two layers once ``cancel`` is set."""
     started = time.perf_counter()
     built = prompt_for(snapshot, engine)
-    prefilled = None if cancel.cancelled else engine.warm(built.token_ids, cancel)
+    prefilled = None if cancel.cancelled else engine.backend().warm(built.token_ids, cancel)
     ms = (time.perf_counter() - started) * 1000.0
     return Warmed(snapshot.request_id, len(built.token_ids), prefilled, ms, cancel.cancelled)
 

@@ -24,28 +24,34 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import itertools
 import logging
+import sys
+import threading
 from collections import Counter, deque
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
-from pygls.protocol import LanguageServerProtocol
 from pygls.protocol.language_server import lsp_method
 from pygls.uris import to_fs_path
 
-from lsp_server import pipeline
+from lsp_server import memory, pipeline, transport
+from lsp_server.cli import configure_logging
 from lsp_server.config import Config, parse_config, to_settings
 from lsp_server.documents import Document, DocumentStore
-from lsp_server.engine import Engine, Task
+from lsp_server.engine import Engine
 from lsp_server.held import CompletionCache, Held
+from lsp_server.model_host import Task
 from lsp_server.pipeline import Completion, Edit, Snapshot, Warmed
+from lsp_server.protocol import RobustProtocol
+from lsp_server.rpc import valid_id
 from lsp_server.scheduler import Answer, Scheduler
 
 log = logging.getLogger(__name__)
@@ -57,6 +63,7 @@ READY_NOTIFICATION = "lookahead/completionReady"
 CMD_STATS = "lookahead.stats"
 CMD_REINDEX = "lookahead.reindex"
 CMD_ACCEPTED = "lookahead.accepted"
+TRIM_AFTER_S = 2.0  # free memory is returned to the system this long after the last document closed
 SETTLE_S = 0.3  # a document is settled (background prefill starts) once nothing happened to it this long
 
 
@@ -195,13 +202,13 @@ class ServerEvents:
         self._server.call_soon(self._server.show, message, kind)
 
 
-class LookaheadProtocol(LanguageServerProtocol):
-    """pygls' protocol with this server's document sync and completion cancellation."""
+class LookaheadProtocol(RobustProtocol):
+    """The checked protocol (:mod:`lsp_server.protocol`) with this server's document sync and cancellation."""
 
     _server: LookaheadServer
 
     def _handle_cancel_notification(self, msg_id: Any) -> None:
-        if not self._server.cancel_completion(msg_id):
+        if not (valid_id(msg_id) and self._server.cancel_completion(msg_id)):
             super()._handle_cancel_notification(msg_id)
 
     @lsp_method(types.TEXT_DOCUMENT_DID_OPEN)
@@ -220,6 +227,8 @@ class LookaheadProtocol(LanguageServerProtocol):
 class LookaheadServer(LanguageServer):
     """The daemon's state: settings, documents, the engine, the model worker and the statistics."""
 
+    protocol: LookaheadProtocol
+
     def __init__(self) -> None:
         super().__init__(NAME, VERSION, protocol_cls=LookaheadProtocol)
         self.config = Config()
@@ -235,6 +244,35 @@ class LookaheadServer(LanguageServer):
         self._settle: dict[str, asyncio.TimerHandle] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopped = False
+        self.terminated = False  # SIGTERM ended the session
+        self._trim: asyncio.TimerHandle | None = None
+
+    # ---- transport: this server's framing and error path (``transport``, ``protocol``) ---------------
+
+    def start_io(self, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -> None:
+        """Serve over stdio until the input ends, the output is lost, exit or SIGTERM."""
+        self._serve(transport.serve_stdio(stdin or sys.stdin.buffer, stdout or sys.stdout.buffer, self.protocol,
+                                        self.protocol.set_writer, self._terminate))
+
+    def start_tcp(self, host: str, port: int) -> None:
+        """Serve the first client that connects to ``host:port`` until it disconnects, exit or SIGTERM."""
+        self._serve(transport.serve_tcp(host, port, self.protocol, self.protocol.set_writer, self._terminate))
+
+    def _serve(self, main: Coroutine[Any, Any, None]) -> None:
+        self._stop_event = threading.Event()
+        try:
+            asyncio.run(main)
+        except (KeyboardInterrupt, SystemExit):
+            pass
+        finally:
+            self.shutdown()
+
+    def _terminate(self) -> None:
+        self.terminated = True
+
+    def report_server_error(self, error: Exception, source: Any) -> None:
+        """Errors in handlers are logged (requests also get them as their error answer); no pop-up."""
+        log.error("server error (%s): %s", getattr(source, "__name__", source), error)
 
     # ---- plumbing ----------------------------------------------------------------------------------
 
@@ -275,9 +313,12 @@ class LookaheadServer(LanguageServer):
         for error in errors:
             self.show(f"lookahead: {error}", types.MessageType.Warning)
         if self.config.log_file != previous.log_file and self.config.log_file:
-            from lsp_server.cli import configure_logging
-
-            configure_logging(logging.getLevelName(logging.getLogger().level), self.config.log_file)
+            try:
+                configure_logging(logging.getLevelName(logging.getLogger().level), self.config.log_file)
+            except OSError as exc:  # a missing folder, a directory, no permission: the rest still applies
+                self.config = dataclasses.replace(self.config, log_file=previous.log_file)
+                message = f"lookahead: logFile {exc.filename!r} cannot be written ({exc.strerror or exc})"
+                self.show(f"{message}; keeping {previous.log_file!r}", types.MessageType.Warning)
         if self.engine is not None:
             start = self.config.enabled and self.engine.state == "idle"
             self.engine.apply_config(self.config)
@@ -317,6 +358,16 @@ class LookaheadServer(LanguageServer):
             timer.cancel()
         if doc is not None and self.engine is not None:
             self.engine.document_changed(doc.path, None)
+        self._trim_later()
+
+    def _trim_later(self) -> None:
+        """Give freed memory back to the system once closing has been quiet for ``TRIM_AFTER_S``."""
+        loop = self._loop
+        if loop is None:
+            return
+        if self._trim is not None:
+            self._trim.cancel()
+        self._trim = loop.call_later(TRIM_AFTER_S, memory.trim)
 
     def _document_changed(self, doc: Document) -> None:
         if self.engine is not None:

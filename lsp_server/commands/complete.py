@@ -14,8 +14,16 @@ import dataclasses
 import json
 from pathlib import Path
 
+from lsprotocol import types
+from pygls.uris import from_fs_path
+
+from decoder.model import ModelLoadError
+from decoder.types import CancelToken
+from lsp_server import pipeline
 from lsp_server.cli import UsageError
 from lsp_server.config import Config
+from lsp_server.documents import Document
+from lsp_server.engine import Engine
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -64,15 +72,6 @@ def with_deadlines(config: Config, deadline_ms: int | None) -> Config:
 
 
 def run(args: argparse.Namespace) -> int:
-    from lsprotocol import types
-    from pygls.uris import from_fs_path
-
-    from decoder.model import ModelLoadError
-    from decoder.types import CancelToken
-    from lsp_server import pipeline
-    from lsp_server.documents import Document
-    from lsp_server.engine import Engine
-
     path: Path = args.file
     try:
         with path.open(encoding="utf-8", newline="") as handle:

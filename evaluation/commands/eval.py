@@ -7,7 +7,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from lsp_server.commands.bench import add_workload_arguments, load, load_holes, progress, run_meta
+from decoder.backend import local_backend
+from decoder.model import stop_token_ids
+from evaluation.commands.bench import add_workload_arguments, load, load_holes, progress, run_meta
+from evaluation.quality import run_quality
+from evaluation.report import quality_markdown, write_quality
+from evaluation.speed import ContextBuilder
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -24,12 +29,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from decoder.lookahead import LookaheadDecoder
-    from decoder.model import stop_token_ids
-    from evaluation.quality import run_quality
-    from evaluation.report import quality_markdown, write_quality
-    from evaluation.speed import ContextBuilder
-
     corpus, holes = load_holes(args)
     loaded = load(args)
     builder = ContextBuilder(corpus, loaded.tokenizer, args.token_budget, heal=not args.no_heal)
@@ -40,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
         "deadlines_after_ms": args.deadlines,
     }
     result = run_quality(
-        LookaheadDecoder(loaded.model),
+        local_backend(loaded.model, "lookahead"),
         builder,
         holes,
         args.max_new_tokens,

@@ -1,20 +1,24 @@
 """`lookahead-lsp bench`: decoding speed of every decoder configuration on the same holes cut from real code.
 
-Also holds the options and loading steps that ``eval`` shares (corpus, workloads, model).
+Also holds the options and loading steps that the other evaluation commands share (corpus, workloads, model).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from decoder.model import LoadedModel, ModelLoadError, configure_torch_threads, load_model, stop_token_ids
+from evaluation.lsp_replay import compare_sessions, replay, replay_markdown, session_holes, sessions_markdown
+from evaluation.report import bench_markdown, machine_description, write_bench
+from evaluation.speed import ContextBuilder, parse_decoders, run_bench
+from evaluation.workloads import WORKLOADS, Corpus, Hole, make_holes
 from lsp_server.cli import UsageError
 
-if TYPE_CHECKING:
-    from decoder.model import LoadedModel
-    from evaluation.workloads import Corpus, Hole
+DEFAULT_DECODERS = "greedy,hf,hf-pld,lookahead,ablations"
 
 
 def add_workload_arguments(parser: argparse.ArgumentParser, workloads: str, max_new_tokens: int) -> None:
@@ -29,13 +33,17 @@ def add_workload_arguments(parser: argparse.ArgumentParser, workloads: str, max_
     parser.add_argument(
         "--prefill-dtype", default="auto", help="auto (bfloat16 for float32 on a CPU with bf16 instructions), same, ..."
     )
+    parser.add_argument(
+        "--weights",
+        default="auto",
+        choices=("auto", "gguf", "dense"),
+        help="auto (a GGUF's own blocks as int4 planes on a CPU), gguf, dense (the model's dtype)",
+    )
     parser.add_argument("--token-budget", type=int, default=1024, help="prompt tokens at most (default: 1024)")
     parser.add_argument("--out", default=None, help="write JSON, Markdown and PNG reports to this directory")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from evaluation.speed import DEFAULT_DECODERS
-
     add_workload_arguments(parser, "fim,repo,none", max_new_tokens=48)
     parser.add_argument(
         "--decoders",
@@ -66,8 +74,6 @@ def progress(message: str, fraction: float | None = None) -> None:
 
 
 def load_holes(args: argparse.Namespace) -> tuple[Corpus, list[Hole]]:
-    from evaluation.workloads import WORKLOADS, Corpus, make_holes
-
     try:
         corpus = Corpus.load(args.corpus)
     except (FileNotFoundError, ValueError) as exc:
@@ -86,23 +92,27 @@ def load_holes(args: argparse.Namespace) -> tuple[Corpus, list[Hole]]:
 
 
 def load(args: argparse.Namespace) -> LoadedModel:
-    from decoder.model import ModelLoadError, configure_torch_threads, load_model
-
     configure_torch_threads()
     try:
         return load_model(
-            args.model, device=args.device, dtype=args.dtype, progress=progress, prefill_dtype=args.prefill_dtype
+            args.model,
+            device=args.device,
+            dtype=args.dtype,
+            progress=progress,
+            prefill_dtype=args.prefill_dtype,
+            weights=args.weights,
         )
     except ModelLoadError as exc:
         raise UsageError(str(exc)) from exc
 
 
 def run_meta(args: argparse.Namespace, corpus: Corpus, loaded: LoadedModel) -> dict[str, Any]:
-    from evaluation.report import machine_description
-
     return {
         "model": f"{loaded.spec} ({loaded.source}: {loaded.path})",
-        "device": f"{loaded.device} {loaded.dtype}, prefill {loaded.prefill_dtype}".replace("torch.", ""),
+        "model_spec": loaded.spec,
+        "device": f"{loaded.device} {loaded.dtype}, {loaded.weights} weights, prefill {loaded.prefill_dtype}".replace(
+            "torch.", ""
+        ),
         "corpus": f"{corpus.name} ({corpus.root})",
         "workloads": args.workload,
         "holes_per_workload": args.holes,
@@ -114,10 +124,6 @@ def run_meta(args: argparse.Namespace, corpus: Corpus, loaded: LoadedModel) -> d
 
 
 def run(args: argparse.Namespace) -> int:
-    from decoder.model import stop_token_ids
-    from evaluation.report import bench_markdown, write_bench
-    from evaluation.speed import ContextBuilder, parse_decoders, run_bench
-
     try:
         configs = parse_decoders(args.decoders, args.sweep)
     except ValueError as exc:
@@ -147,10 +153,6 @@ def run(args: argparse.Namespace) -> int:
 
 def replay_through_daemon(args: argparse.Namespace, corpus: Corpus, holes: list[Hole]) -> list[Path]:
     """Type the first multi-line hole into ``lookahead-lsp serve``; print (and with --out write) the table."""
-    import json
-
-    from evaluation.lsp_replay import replay, replay_markdown
-
     hole = next((h for h in holes if "\n" in h.middle), holes[0])
     progress(f"replaying a typing session at {hole.id} through the daemon")
     result = replay(hole, corpus, args.model, args.max_new_tokens, args.lsp_keystrokes)
@@ -170,8 +172,6 @@ def replay_through_daemon(args: argparse.Namespace, corpus: Corpus, holes: list[
 
 def replay_sessions(args: argparse.Namespace, corpus: Corpus) -> str:
     """Typing sessions in one large file, latency features on and off (``evaluation/lsp_replay.py``)."""
-    from evaluation.lsp_replay import compare_sessions, session_holes, sessions_markdown
-
     path = args.lsp_file or max(corpus.files, key=lambda f: f.text.count("\n")).path
     holes = session_holes(corpus, path, args.lsp_holes, args.seed)
     progress(f"typing sessions in {path}: {len(holes)} holes, background prefill on and off")

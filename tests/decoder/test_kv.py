@@ -1,0 +1,55 @@
+"""The growing KV cache: the same logits as transformers' concatenating cache, without a copy per pass."""
+
+from __future__ import annotations
+
+import torch
+from transformers import DynamicCache
+
+from decoder.forward import forward
+from decoder.kv import GrowingCache, PrefixKV
+from tests.tiny_model import make_tiny_qwen2
+
+
+def test_growing_cache_gives_the_logits_of_the_concatenating_cache() -> None:
+    model = make_tiny_qwen2(seed=3)
+    tokens = [(7 * i) % 500 for i in range(300)]  # past the first capacity: the buffers double once
+    grown, concatenated = PrefixKV(), PrefixKV()
+    concatenated.cache = DynamicCache()
+    for kv in (grown, concatenated):
+        for start in range(0, 300, 37):
+            forward(model, kv, tokens[start : start + 37])
+            kv.append(tokens[start : start + 37])
+    assert torch.equal(forward(model, grown, [1, 2, 3]), forward(model, concatenated, [1, 2, 3]))
+
+
+def test_one_token_passes_write_into_spare_capacity_and_crops_keep_it() -> None:
+    model = make_tiny_qwen2(seed=3)
+    kv = PrefixKV()
+    assert isinstance(kv.cache, GrowingCache)
+    forward(model, kv, list(range(10)))
+    kv.append(list(range(10)))
+    layer = kv.cache.layers[0]
+    assert layer.keys is not None
+    first = layer.keys.data_ptr()
+    for token in range(20):
+        forward(model, kv, [token])
+        kv.append([token])
+    forward(model, kv, [5, 6, 7, 8])
+    kv.keep_selected(len(kv), [0, 2], [5, 7])  # a gather: kept entries moved to the front in place
+    kv.truncate(len(kv) - 3)
+    forward(model, kv, [9])
+    assert layer.keys.data_ptr() == first  # never reallocated nor copied
+    assert layer.keys.shape[-2] == len(kv) + 1 == 30
+
+
+def test_a_gather_keeps_the_chosen_entries_in_order() -> None:
+    model = make_tiny_qwen2(seed=4)
+    kv, straight = PrefixKV(), PrefixKV()
+    forward(model, kv, [1, 2, 3])
+    kv.append([1, 2, 3])
+    forward(model, kv, [10, 11, 12, 13], positions=[3, 3, 4, 4], mask=torch.tensor(
+        [[1, 0, 0, 0], [0, 1, 0, 0], [1, 0, 1, 0], [0, 1, 0, 1]], dtype=torch.bool))  # fmt: skip
+    kv.keep_selected(3, [1, 3], [11, 13])  # the branch 11 -> 13
+    forward(model, straight, [1, 2, 3, 11, 13])
+    straight.append([1, 2, 3, 11, 13])
+    assert torch.allclose(forward(model, kv, [20]), forward(model, straight, [20]), atol=1e-12)
