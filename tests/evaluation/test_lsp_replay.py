@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from evaluation.lsp_replay import lsp_position, replay
 from evaluation.workloads import Corpus, make_holes
 
@@ -24,8 +26,11 @@ def test_replay_answers_every_keystroke(tiny_model_dir: Path) -> None:
     assert summary["keystrokes"] == 3 and summary["first_ms"] == round(result.keystrokes[0].latency_ms, 1)
 
 
-def test_pauses_are_watched_until_the_run_ends_and_tabled(tiny_model_dir: Path) -> None:
+def test_pauses_are_watched_until_the_run_ends_and_tabled(
+    tiny_model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from evaluation.lsp_replay import compare_pauses, pause_holes, pauses_from_json, pauses_markdown, pauses_to_json
+    from lsp_server.cli import main
 
     corpus = Corpus.load()
     holes = pause_holes(corpus, 2)
@@ -42,4 +47,7 @@ def test_pauses_are_watched_until_the_run_ends_and_tabled(tiny_model_dir: Path) 
         assert times and times == sorted(times) and pause.at(times[-1]) == pause.final
     table = pauses_markdown(pauses)
     assert "| progressive | 2 |" in table and "| no deadlines | 2 |" in table
-    assert pauses_markdown(pauses_from_json(json.loads(json.dumps(pauses_to_json(pauses))))) == table
+    saved = tmp_path / "pauses.json"
+    saved.write_text(json.dumps(pauses_to_json(pauses)))
+    assert pauses_markdown(pauses_from_json(json.loads(saved.read_text()))) == table
+    assert main(["bench-pauses", "--table", str(saved)]) == 0 and capsys.readouterr().out.strip() == table.strip()
