@@ -2,9 +2,11 @@
 
 ``lookahead-lsp bench-passes [--context 800] [--repeats 9]`` prints, for passes of 1 to 16 tokens after a
 context of ``--context`` tokens (masked, as lookahead steps are), the best and median milliseconds of the
-daemon's model (oneDNN linear kernels, packed-GQA attention: :func:`decoder.model.prepare_for_inference`)
-and of the same weights as transformers leaves them (row-major, its "sdpa"), interleaved so that both see
-the same machine load; and an 800-token prefill for each.
+daemon's model (on a CPU: the GGUF's blocks as int4 planes, :mod:`decoder.packed_model`), of the daemon's
+dense float32 model (oneDNN linear kernels, packed-GQA attention: :func:`decoder.model.prepare_for_inference`)
+and of the same weights as transformers leaves them (row-major, its "sdpa"), interleaved so that all see
+the same machine load; an 800-token prefill for each; and each one's costs relative to a one-token pass
+(the draft policy's tables in ``decoder/policy.py``).
 """
 
 from __future__ import annotations
@@ -39,7 +41,11 @@ def timed_pass(model: torch.nn.Module, kv: PrefixKV, n: int) -> float:
 
 def compare(model_spec: str, context_tokens: int, repeats: int) -> str:
     """Time both models' passes (interleaved, ``repeats`` rounds) after a ``context_tokens`` prefill: the table."""
-    models = {"daemon": load_model(model_spec, device="cpu").model, "transformers": load_model(model_spec).model}
+    models = {
+        "daemon": load_model(model_spec, device="cpu").model,  # GGUF weights where the model has them
+        "daemon, dense float32": load_model(model_spec, device="cpu", weights="dense").model,
+        "transformers": load_model(model_spec, weights="dense").model,
+    }
     as_transformers_loads_it(models["transformers"])
     context = [100 + (i * 7919) % 20000 for i in range(context_tokens)]
     caches: dict[str, PrefixKV] = {}
@@ -59,4 +65,8 @@ def compare(model_spec: str, context_tokens: int, repeats: int) -> str:
     for name in models:
         cells = [f"{min(times[name][n]):.0f} / {statistics.median(times[name][n]):.0f}" for n in SIZES]
         lines.append(f"| {name}: best / median ms | " + " | ".join(cells) + " |")
+    for name in models:  # the cost table the draft policy starts from (decoder/policy.py)
+        base = min(times[name][1])
+        relative = ", ".join(f"({n}, {min(times[name][n]) / base:.2f})" for n in SIZES)
+        lines.append(f"{name}: relative to one token: {relative}")
     return "\n".join(lines)
