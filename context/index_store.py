@@ -4,7 +4,10 @@ One msgpack file per (workspace roots, tokenizer identity) under ``$LOOKAHEAD_LS
 ``platformdirs.user_cache_dir("lookahead-lsp")``, in ``workspace-index-v<FORMAT_VERSION>/``. Per file it
 keeps the path, size, mtime_ns and the token ids (little-endian int32 bytes). Writes are atomic (temporary
 file, fsync, rename, fsync of the directory). A corrupt snapshot, or one written for other roots, another
-tokenizer or another format version, is discarded with a warning and the caller rebuilds.
+tokenizer or another format version, is discarded with a warning and the caller rebuilds. Every
+entry is checked on load (types, non-negative sizes and token ids), so a damaged snapshot is discarded
+instead of failing the index. File names that are not UTF-8 are stored as their bytes (lossless).
+Temporary files of writers that were killed are removed (:func:`remove_stale_temporaries`).
 """
 
 from __future__ import annotations
@@ -13,7 +16,9 @@ import hashlib
 import json
 import logging
 import os
+import stat
 import tempfile
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -82,14 +87,46 @@ def tokenizer_key(tokenizer: Any) -> str:
 # ---------------------------------------------------------------------------------------------- encoding
 
 
+def _path_out(path: str) -> str | bytes:
+    """A path for msgpack: a str when it is valid UTF-8, else its file-system bytes (lossless)."""
+    try:
+        path.encode("utf-8")
+        return path
+    except UnicodeEncodeError:  # a name that is not UTF-8 (surrogate escapes)
+        return os.fsencode(path)
+
+
+def _path_in(value: Any) -> str:
+    if isinstance(value, bytes):
+        return os.fsdecode(value)
+    if isinstance(value, str):
+        return value
+    raise TypeError(f"a path must be a string, got {type(value).__name__}")
+
+
+def _count(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise TypeError(f"a size or mtime must be a non-negative integer, got {value!r}")
+    return value
+
+
+def _token_ids(blob: Any) -> np.ndarray:
+    if not isinstance(blob, bytes):
+        raise TypeError(f"token ids must be bytes, got {type(blob).__name__}")
+    tokens = np.frombuffer(blob, dtype=TOKEN_DTYPE).astype(np.int32)
+    if tokens.size and int(tokens.min()) < 0:
+        raise ValueError("negative token ids")
+    return tokens
+
+
 def encode_snapshot(snapshot: Snapshot) -> bytes:
     files = [
-        [f.path, f.size, f.mtime_ns, np.ascontiguousarray(f.tokens, dtype=TOKEN_DTYPE).tobytes()]
+        [_path_out(f.path), f.size, f.mtime_ns, np.ascontiguousarray(f.tokens, dtype=TOKEN_DTYPE).tobytes()]
         for f in snapshot.files.values()
     ]
     payload = {
         "format": FORMAT_VERSION,
-        "roots": snapshot.roots,
+        "roots": [_path_out(root) for root in snapshot.roots],
         "tokenizer": snapshot.tokenizer_key,
         "files": files,
     }
@@ -110,13 +147,16 @@ def decode_snapshot(data: bytes, roots: list[str], tokenizer: str) -> Snapshot:
         raise SnapshotError("not a snapshot")
     if payload.get("format") != FORMAT_VERSION:
         raise SnapshotError(f"format {payload.get('format')!r}, expected {FORMAT_VERSION}")
-    if payload.get("roots") != roots or payload.get("tokenizer") != tokenizer:
+    stored_roots = payload.get("roots")
+    if not isinstance(stored_roots, list) or not all(isinstance(r, (str, bytes)) for r in stored_roots):
+        raise SnapshotError("malformed roots")
+    if [_path_in(r) for r in stored_roots] != roots or payload.get("tokenizer") != tokenizer:
         raise SnapshotError("written for other roots or another tokenizer")
     snapshot = Snapshot(roots, tokenizer)
     try:
         for path, size, mtime_ns, blob in payload["files"]:
-            tokens = np.frombuffer(blob, dtype=TOKEN_DTYPE).astype(np.int32)
-            snapshot.files[path] = StoredFile(str(path), int(size), int(mtime_ns), tokens)
+            name = _path_in(path)
+            snapshot.files[name] = StoredFile(name, _count(size), _count(mtime_ns), _token_ids(blob))
     except (KeyError, TypeError, ValueError) as exc:
         raise SnapshotError(f"malformed file entry: {exc}") from exc
     return snapshot
@@ -138,10 +178,20 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+TMP_SUFFIX = ".tmp"
+
+
+def _tmp_prefix(path: Path, pid: int) -> str:
+    return f".{path.name}.{pid}."
+
+
 def write_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` so that readers see the old file or the whole new one, never a part."""
+    """Write ``data`` to ``path`` so that readers see the old file or the whole new one, never a part.
+
+    The temporary file's name holds the writer's process id (see :func:`remove_stale_temporaries`).
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=_tmp_prefix(path, os.getpid()), suffix=TMP_SUFFIX, dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
@@ -154,6 +204,44 @@ def write_atomic(path: Path, data: bytes) -> None:
     _fsync_dir(path.parent)
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # someone else's process
+        return True
+    return True
+
+
+def remove_stale_temporaries(directory: Path, max_age_s: float = 3600.0) -> int:
+    """Delete temporary files that a killed writer left in ``directory``; how many were deleted.
+
+    A temporary file is stale when the process named in it is gone (or, for a name without a process
+    id, when it is older than ``max_age_s``); a live writer's file is left alone.
+    """
+    removed = 0
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return 0
+    for entry in entries:
+        if not (entry.name.startswith(".") and entry.name.endswith(TMP_SUFFIX)):
+            continue
+        parts = entry.name.split(".")
+        pid = int(parts[-3]) if len(parts) >= 4 and parts[-3].isdigit() else None
+        try:
+            stale = not _alive(pid) if pid is not None else time.time() - entry.stat().st_mtime > max_age_s
+            if stale and entry.is_file(follow_symlinks=False):
+                os.unlink(entry.path)
+                removed += 1
+        except OSError:
+            continue
+    if removed:
+        log.info("removed %d stale temporary file(s) from %s", removed, directory)
+    return removed
+
+
 def save_snapshot(path: Path, snapshot: Snapshot) -> None:
     write_atomic(path, encode_snapshot(snapshot))
 
@@ -161,6 +249,8 @@ def save_snapshot(path: Path, snapshot: Snapshot) -> None:
 def load_snapshot(path: Path, roots: Sequence[str | Path], tokenizer: str) -> Snapshot | None:
     """The stored snapshot, or ``None`` (missing; or corrupt or foreign: then logged and deleted)."""
     try:
+        if not stat.S_ISREG(path.stat().st_mode):  # a directory, a FIFO: never read (a FIFO would block)
+            raise IsADirectoryError(f"{path} is not a regular file")
         data = path.read_bytes()
     except FileNotFoundError:
         return None

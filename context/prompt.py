@@ -351,14 +351,3 @@ def layout_builder(tokenizer: Any, name: PromptLayout, total: int, heal: bool) -
     """The prompt builder of a named layout and budget: the daemon's and the benchmarks' (one construction)."""
     order, budget = layout_budget(name, total)
     return PromptBuilder(tokenizer, budget, order, heal=heal)
-
-
-def build_prompt(
-    tokenizer: Any,
-    request: PromptInput,
-    budget: PromptBudget | None = None,
-    layout: Layout = "psm",
-    heal: bool = False,
-) -> BuiltPrompt:
-    """One prompt (no caching across calls; keep a :class:`PromptBuilder` for that)."""
-    return PromptBuilder(tokenizer, budget, layout, heal).build(request)

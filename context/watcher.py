@@ -7,6 +7,11 @@ a created or modified file, ``None`` for a deleted one (or one that became binar
 deletion of the old path and a change of the new one; a directory deleted or moved away is reported once as
 ``on_change(dir, None)`` (the consumer drops everything under it) and a directory created or moved in is
 walked and each of its files reported.
+
+Events can be lost (a burst overflows the kernel's queue; a directory is renamed while its files change),
+so the watcher also asks for a rescan (``on_resync``: the index compares the disk with what it holds) after
+a directory is moved or deleted and when a burst leaves ``BURST_PATHS`` paths waiting at once; the
+rescan runs on the watcher's thread once events have been quiet for ``RESYNC_QUIET_S``.
 """
 
 from __future__ import annotations
@@ -24,6 +29,8 @@ from watchdog.observers import Observer
 from context.workspace import DEFAULT_CONFIG, PathFilter, WorkspaceConfig, read_source
 
 ChangeFn = Callable[[Path, "str | None"], None]
+BURST_PATHS = 512  # this many paths waiting at once: rescan instead (events may have been lost)
+RESYNC_QUIET_S = 0.5  # a rescan waits until events have been quiet this long
 log = logging.getLogger(__name__)
 
 
@@ -43,6 +50,8 @@ class _Handler(FileSystemEventHandler):
         self.watcher.mark(Path(_as_str(event.src_path)), event.is_directory)
         if event.event_type == "moved":
             self.watcher.mark(Path(_as_str(event.dest_path)), event.is_directory)
+        if event.is_directory and event.event_type in ("moved", "deleted"):
+            self.watcher.request_resync()  # events inside a moving directory name paths that no longer exist
 
 
 class WorkspaceWatcher:
@@ -54,9 +63,12 @@ class WorkspaceWatcher:
         on_change: ChangeFn,
         config: WorkspaceConfig = DEFAULT_CONFIG,
         debounce_s: float = 0.2,
+        on_resync: Callable[[], object] | None = None,
     ) -> None:
         self.filters = [PathFilter(Path(r), config) for r in roots]
         self.on_change = on_change
+        self.on_resync = on_resync
+        self._resync_at: float | None = None  # when to call on_resync (None: not requested)
         self.config = config
         self.debounce_s = debounce_s
         self._pending: dict[Path, float] = {}
@@ -108,34 +120,64 @@ class WorkspaceWatcher:
             return
         if path.name == ".gitignore":
             path_filter.invalidate()
+            self.request_resync()  # what is ignored changed
             return
         if path_filter.reason(path, is_dir=is_dir) is not None:
             return
         with self._wake:
+            if self.on_resync is not None and len(self._pending) >= BURST_PATHS:
+                self._pending.clear()  # a burst (events may be lost, the kernel queue may overflow): rescan
+                self._request_resync_locked(RESYNC_QUIET_S)
+                return
+            if self._resync_at is not None:
+                self._resync_at = max(self._resync_at, time.monotonic() + RESYNC_QUIET_S)
+                return  # the coming rescan covers it
             self._pending[path] = time.monotonic() + self.debounce_s
             self._wake.notify_all()
 
-    def _due(self) -> list[Path] | None:
-        """Wait for paths whose quiet period is over; ``None`` when stopping."""
+    def request_resync(self, delay: float = RESYNC_QUIET_S) -> None:
+        """Ask for ``on_resync`` (a rescan of the roots) once events have been quiet for ``delay`` seconds."""
+        if self.on_resync is None:
+            return
+        with self._wake:
+            self._request_resync_locked(delay)
+
+    def _request_resync_locked(self, delay: float) -> None:
+        at = time.monotonic() + delay
+        self._resync_at = at if self._resync_at is None else max(self._resync_at, at)
+        self._wake.notify_all()
+
+    def _due(self) -> tuple[list[Path], bool] | None:
+        """Wait for paths whose quiet period is over, and whether the rescan is due; ``None`` when stopping."""
         with self._wake:
             while not self._stopping:
                 now = time.monotonic()
                 due = [p for p, t in self._pending.items() if t <= now]
-                if due:
+                resync = self._resync_at is not None and self._resync_at <= now
+                if due or resync:
                     for p in due:
                         del self._pending[p]
-                    return sorted(due)
-                wait = min(self._pending.values(), default=now + 3600) - now
+                    if resync:
+                        self._resync_at = None
+                    return sorted(due), resync
+                deadlines = [*self._pending.values(), *([self._resync_at] if self._resync_at is not None else [])]
+                wait = min(deadlines, default=now + 3600) - now
                 self._wake.wait(timeout=max(wait, 0.001))
             return None
 
     def _run(self) -> None:
-        while (due := self._due()) is not None:
+        while (item := self._due()) is not None:
+            due, resync = item
             for path in due:
                 try:
                     self._settle(path)
                 except Exception:  # a callback's bug must not kill the watcher
                     log.exception("workspace watcher: handling %s failed", path)
+            if resync and self.on_resync is not None:
+                try:
+                    self.on_resync()
+                except Exception:
+                    log.exception("workspace watcher: rescanning failed")
 
     def _settle(self, path: Path) -> None:
         path_filter = self._filter_for(path)

@@ -5,11 +5,14 @@ wins, patterns are relative to their directory, an ignored directory is never en
 directories (VCS metadata, virtual envs, dependency and build output), the configured include/exclude globs
 (gitignore syntax, relative to the root), a size limit, and no binary files (a NUL byte in the first 8 KiB or
 not UTF-8). Symlinks are followed only inside the root; loops, files removed mid-scan and permission errors
-are skipped and counted by reason, never fatal.
+are skipped and counted by reason, never fatal. One bad input never disables the scan: a pattern that does
+not compile is dropped with one warning, a file name that is not UTF-8 is skipped with one warning, and a
+FIFO, socket or device is never opened (:func:`read_regular`).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import stat
 from collections import Counter
@@ -20,6 +23,7 @@ from pathlib import Path
 from pathspec import GitIgnoreSpec
 
 BINARY_SNIFF_BYTES = 8192
+log = logging.getLogger(__name__)
 
 DEFAULT_SKIP_DIRS: frozenset[str] = frozenset(
     {
@@ -50,6 +54,7 @@ class Skip:
     PERMISSION = "permission"
     NOT_REGULAR = "not_regular"
     MAX_FILES = "max_files"
+    BAD_NAME = "name_not_utf8"
 
 
 @dataclass(frozen=True)
@@ -88,8 +93,31 @@ class ScanResult:
 IgnoreLayer = tuple[str, GitIgnoreSpec]  # (directory relative to the root, "" for the root; its spec)
 
 
-def parse_gitignore(text: str) -> GitIgnoreSpec:
-    return GitIgnoreSpec.from_lines(text.splitlines())
+_WARNED: set[tuple[str, str]] = set()  # (where, pattern) already reported: one warning each per process
+
+
+def lenient_spec(lines: Sequence[str], where: str) -> GitIgnoreSpec:
+    """The spec of ``lines`` without the patterns that do not compile (``[z-a]``, a lone ``!``); each
+    bad pattern is logged once. One bad line never disables the rest."""
+    try:
+        return GitIgnoreSpec.from_lines(lines)
+    except Exception:  # re.error, GitIgnorePatternError: find the culprits
+        pass
+    good: list[str] = []
+    for line in lines:
+        try:
+            GitIgnoreSpec.from_lines([line])
+        except Exception as exc:
+            if (where, line) not in _WARNED:
+                _WARNED.add((where, line))
+                log.warning("%s: pattern %r ignored (%s)", where, line, exc)
+            continue
+        good.append(line)
+    return GitIgnoreSpec.from_lines(good)
+
+
+def parse_gitignore(text: str, where: str = ".gitignore") -> GitIgnoreSpec:
+    return lenient_spec(text.splitlines(), where)
 
 
 def is_ignored(layers: Sequence[IgnoreLayer], rel: str, is_dir: bool) -> bool:
@@ -104,8 +132,8 @@ def is_ignored(layers: Sequence[IgnoreLayer], rel: str, is_dir: bool) -> bool:
     return False
 
 
-def glob_spec(patterns: Sequence[str]) -> GitIgnoreSpec | None:
-    return GitIgnoreSpec.from_lines(patterns) if patterns else None
+def glob_spec(patterns: Sequence[str], where: str = "setting") -> GitIgnoreSpec | None:
+    return lenient_spec(patterns, where) if patterns else None
 
 
 def config_reason(
@@ -139,15 +167,52 @@ def decode_source(data: bytes) -> str | None:
         return None
 
 
+def utf8_name(name: str) -> bool:
+    """Whether a file name is valid UTF-8 (else it holds surrogate escapes that no tokenizer takes)."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def warn_bad_name(path: Path) -> None:
+    where = str(path.parent)
+    if (where, "name") not in _WARNED:
+        _WARNED.add((where, "name"))
+        log.warning("%s: file names that are not UTF-8 are skipped (e.g. %r)", where, path.name)
+
+
 def is_within(path: Path, root: Path) -> bool:
     return path == root or root in path.parents
 
 
-def read_source(path: Path, max_bytes: int) -> tuple[str | None, str | None]:
-    """(text, None) for an indexable text file, else (None, skip reason)."""
+def read_regular(path: Path, max_bytes: int) -> bytes:
+    """Up to ``max_bytes`` of a regular file; OSError (ENOTSUP-like) for anything else.
+
+    A FIFO, socket or device is never opened for reading (its type is checked first), and the open
+    itself is non-blocking as a second guard: a FIFO swapped in after the check cannot block the caller.
+    """
+    if not stat.S_ISREG(os.stat(path).st_mode):
+        raise IsADirectoryError(f"{path} is not a regular file")
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0))
     try:
-        with open(path, "rb") as handle:
-            data = handle.read(max_bytes + 1)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise IsADirectoryError(f"{path} is not a regular file")
+        chunks: list[bytes] = []
+        left = max_bytes
+        while left > 0 and (chunk := os.read(fd, min(left, 1 << 20))):
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def read_source(path: Path, max_bytes: int) -> tuple[str | None, str | None]:
+    """(text, None) for an indexable text file, else (None, skip reason). Never blocks on a FIFO."""
+    try:
+        data = read_regular(path, max_bytes + 1)
     except FileNotFoundError:
         return None, Skip.VANISHED
     except PermissionError:
@@ -166,8 +231,9 @@ def read_source(path: Path, max_bytes: int) -> tuple[str | None, str | None]:
 
 
 def _read_gitignore(directory: Path) -> GitIgnoreSpec | None:
+    path = directory / ".gitignore"
     try:
-        return parse_gitignore((directory / ".gitignore").read_text(encoding="utf-8", errors="replace"))
+        return parse_gitignore(read_regular(path, 1 << 20).decode("utf-8", errors="replace"), str(path))
     except OSError:
         return None
 
@@ -178,8 +244,8 @@ class _Walker:
     def __init__(self, root: Path, config: WorkspaceConfig) -> None:
         self.root = root.resolve()
         self.config = config
-        self.include = glob_spec(config.include)
-        self.exclude = glob_spec(config.exclude)
+        self.include = glob_spec(config.include, "include setting")
+        self.exclude = glob_spec(config.exclude, "exclude setting")
         self.result = ScanResult()
         self._seen: set[tuple[int, int]] = set()
 
@@ -222,6 +288,10 @@ class _Walker:
 
     def _visit(self, entry: os.DirEntry[str], rel: str, layers: list[IgnoreLayer]) -> None:
         path = Path(entry.path)
+        if not utf8_name(entry.name):
+            self.skip(Skip.BAD_NAME)
+            warn_bad_name(path)
+            return
         try:
             info = path.stat()  # follows symlinks
         except FileNotFoundError:
@@ -282,8 +352,8 @@ class PathFilter:
     def __init__(self, root: Path, config: WorkspaceConfig = DEFAULT_CONFIG) -> None:
         self.root = Path(root).resolve()
         self.config = config
-        self.include = glob_spec(config.include)
-        self.exclude = glob_spec(config.exclude)
+        self.include = glob_spec(config.include, "include setting")
+        self.exclude = glob_spec(config.exclude, "exclude setting")
         self._specs: dict[Path, GitIgnoreSpec | None] = {}
 
     def invalidate(self) -> None:
@@ -300,6 +370,8 @@ class PathFilter:
         path = Path(os.path.abspath(path))
         if not is_within(path, self.root) or path == self.root:
             return Skip.SYMLINK_ESCAPE
+        if not utf8_name(str(path)):
+            return Skip.BAD_NAME
         parts = path.relative_to(self.root).parts
         layers: list[IgnoreLayer] = []
         directory = self.root

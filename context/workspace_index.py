@@ -23,7 +23,15 @@ from typing import Any
 
 import numpy as np
 
-from context.index_store import Snapshot, StoredFile, load_snapshot, save_snapshot, snapshot_path, tokenizer_key
+from context.index_store import (
+    Snapshot,
+    StoredFile,
+    load_snapshot,
+    remove_stale_temporaries,
+    save_snapshot,
+    snapshot_path,
+    tokenizer_key,
+)
 from context.ngram_index import NgramIndex
 from context.watcher import WorkspaceWatcher
 from context.workspace import DEFAULT_CONFIG, PathFilter, ScannedFile, WorkspaceConfig, read_source, scan
@@ -116,7 +124,7 @@ class WorkspaceIndex:
         self._disk: dict[str, StoredFile] = {}  # what is on disk (and in the snapshot)
         self._open: dict[str, str] = {}  # editor overrides
         self._listeners: list[ListenerFn] = []
-        self._watcher = WorkspaceWatcher(self.roots, self._on_disk_change, config, debounce_s)
+        self._watcher = WorkspaceWatcher(self.roots, self._on_disk_change, config, debounce_s, self.reconcile)
 
     @classmethod
     def for_tokenizer(
@@ -139,6 +147,8 @@ class WorkspaceIndex:
             result = scan(root, self.config)
             scanned += result.files
             stats.skipped.update(result.skipped)
+        if self.snapshot_file is not None:
+            remove_stale_temporaries(self.snapshot_file.parent)
         snapshot = self._load_snapshot()
         disk = self._collect(scanned, snapshot, stats, report)
         report("indexing", 0.95)
@@ -215,7 +225,11 @@ class WorkspaceIndex:
         with self._lock:
             files = dict(self._disk)
         roots = [str(r) for r in self.roots]
-        save_snapshot(self.snapshot_file, Snapshot(sorted(roots), self._store_key, files))
+        try:
+            save_snapshot(self.snapshot_file, Snapshot(sorted(roots), self._store_key, files))
+        except OSError as exc:  # the snapshot path is a directory, the cache path a file, a full disk...
+            log.warning("workspace index snapshot %s not saved (%s); kept in memory", self.snapshot_file, exc)
+            return None
         return self.snapshot_file
 
     # --- editor documents ----------------------------------------------------------------------------
@@ -248,7 +262,30 @@ class WorkspaceIndex:
         self._listeners.append(listener)
 
     def start_watching(self) -> None:
+        """Watch the roots; a first rescan catches what changed while the index was being built."""
         self._watcher.start()
+        self._watcher.request_resync(0.0)
+
+    def reconcile(self) -> int:
+        """Bring the index in line with the disk: rescan (stat only), re-read what changed, drop what is gone.
+
+        Runs on the watcher's thread (after a burst, a directory move, or the build); returns how many
+        paths were out of date.
+        """
+        scanned: dict[str, ScannedFile] = {}
+        for root in self.roots:
+            scanned.update((str(f.path), f) for f in scan(root, self.config).files)
+        with self._lock:
+            held = {path: (stored.size, stored.mtime_ns) for path, stored in self._disk.items()}
+        gone = [path for path in held if path not in scanned]
+        changed = [path for path, f in scanned.items() if held.get(path) != (f.size, f.mtime_ns)]
+        for path in gone:
+            self._remove_under(path)
+        for path in changed:
+            self._refresh_from_disk(Path(path))
+        if gone or changed:
+            log.info("workspace index reconciled with the disk: %d changed, %d gone", len(changed), len(gone))
+        return len(gone) + len(changed)
 
     def stop(self) -> None:
         self._watcher.stop()
@@ -281,6 +318,7 @@ class WorkspaceIndex:
         with self._lock:
             self._disk[key] = StoredFile(key, info.st_size, info.st_mtime_ns, tokens)
             self.index.set_file(key, tokens)
+            self._count()
         self._notify(key, text)
 
     def _remove_under(self, key: str) -> None:
@@ -290,8 +328,13 @@ class WorkspaceIndex:
             for p in gone:
                 del self._disk[p]
             self.index.remove_files([*gone, key] if key not in self._open else gone)
+            self._count()
         for p in gone:
             self._notify(p, None)
+
+    def _count(self) -> None:
+        """Keep the stats' file and token counts true after a change from the watcher."""
+        self.stats.files, self.stats.tokens = self.index.num_files, self.index.num_tokens
 
     def _notify(self, path: str, text: str | None) -> None:
         for listener in list(self._listeners):

@@ -6,7 +6,8 @@ Everything upstream (context, prompt, stop rules, trimming, scheduling, statisti
 - ``"lookahead"`` / ``"greedy"``: :class:`LocalBackend`, the decoders of this package over a loaded model;
 - ``"remote"``: :class:`decoder.remote.RemoteEngine`, an OpenAI-compatible ``/v1/completions`` server.
 
-The factories import torch or the HTTP client only when called.
+The factories (:func:`local_backend`, :func:`remote_backend`: the one place a backend is made) import torch
+or the HTTP client only when called, so that the daemon answers ``initialize`` before torch has loaded.
 """
 
 from __future__ import annotations
@@ -14,43 +15,67 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from decoder.types import Decoder, DecodeRequest, DecodeResult
+from decoder.types import CancelToken, Decoder, DecodeRequest, DecodeResult
 
 if TYPE_CHECKING:
     from decoder.lookahead import LookaheadConfig
+    from decoder.policy import CostModel
     from decoder.remote import RemoteConfig, RemoteEngine
 
 LocalKind = Literal["lookahead", "greedy"]
-BackendKind = Literal["lookahead", "greedy", "remote"]
 
 
 class Backend(Decoder, Protocol):
-    """A :class:`~decoder.types.Decoder` with a name, a capability flag and a ``close()``.
+    """A :class:`~decoder.types.Decoder` with a name, idle-time prefill, a description and a ``close()``.
 
-    ``supports_constraints``: whether a request's ``TokenConstraint`` (token healing) steers decoding. A
-    backend without it (the remote engine) checks the constraint on what the model generated and ends the
-    output at the first token that breaks it. Keep token healing on for it all the same: the prompt then
-    ends before the half-typed word, which the model usually regenerates whole; a prompt that ends mid-word
-    makes it start the word over ("fr" -> "from typing ...", shown as "frfrom typing ...").
+    Token healing: a local decoder applies a request's ``TokenConstraint`` while decoding; the remote engine
+    cannot, so it checks the constraint on what the model generated and ends the output at the first token
+    that breaks it. Keep token healing on for it all the same: the prompt then ends before the half-typed
+    word, which the model usually regenerates whole; a prompt that ends mid-word makes it start the word over
+    ("fr" -> "from typing ...", shown as "frfrom typing ...").
     """
 
     name: str
-    supports_constraints: bool
+
+    def warm(self, prompt_ids: Sequence[int], cancel: CancelToken | None = None) -> int | None:
+        """Prefill ``prompt_ids`` in idle time: the tokens prefilled, or None where there is no cache of ours
+        to warm (a remote engine keeps its own)."""
+        ...
+
+    def describe(self) -> dict[str, Any] | None:
+        """Settings and state for ``lookahead.stats`` beyond the daemon's own (None: nothing more)."""
+        ...
 
     def close(self) -> None: ...
+
+
+class LocalDecoder(Decoder, Protocol):
+    """A decoder of this package: greedy or lookahead over an in-process model, with a KV cache to warm."""
+
+    def warm(self, prompt_ids: Sequence[int], cancel: CancelToken | None = None) -> int: ...
+
+    def reset(self) -> None: ...
 
 
 class LocalBackend:
     """A decoder of this package (lookahead or greedy) over an in-process model."""
 
-    supports_constraints = True
-
-    def __init__(self, decoder: Decoder, name: str) -> None:
+    def __init__(self, decoder: LocalDecoder, name: str) -> None:
         self.decoder = decoder
         self.name = name
 
     def generate(self, request: DecodeRequest) -> DecodeResult:
         return self.decoder.generate(request)
+
+    def warm(self, prompt_ids: Sequence[int], cancel: CancelToken | None = None) -> int:
+        return self.decoder.warm(prompt_ids, cancel)
+
+    def reset(self) -> None:
+        """Forget the KV cache: the next prompt is prefilled whole (the benchmarks' cold runs)."""
+        self.decoder.reset()
+
+    def describe(self) -> None:
+        """Nothing beyond the daemon's own description of the model."""
 
     def close(self) -> None:
         """Nothing to release: the model belongs to the caller, the KV cache goes with this object."""
@@ -59,15 +84,18 @@ class LocalBackend:
         return f"LocalBackend({self.name})"
 
 
-def local_backend(model: Any, kind: LocalKind = "lookahead", config: LookaheadConfig | None = None) -> LocalBackend:
-    """The lookahead decoder (default) or plain greedy over a transformers causal LM."""
+def local_backend(
+    model: Any, kind: LocalKind = "lookahead", config: LookaheadConfig | None = None, cost: CostModel | None = None
+) -> LocalBackend:
+    """The lookahead decoder (default; ``config`` and the measured ``cost``, else their defaults) or plain
+    greedy over a transformers causal LM."""
     if kind == "greedy":
-        from decoder.greedy import GreedyDecoder
+        from decoder.greedy import GreedyDecoder  # deferred: torch (see the module docstring)
 
         return LocalBackend(GreedyDecoder(model), "greedy")
-    from decoder.lookahead import LookaheadDecoder
+    from decoder.lookahead import LookaheadDecoder  # deferred: torch
 
-    return LocalBackend(LookaheadDecoder(model, config), "lookahead")
+    return LocalBackend(LookaheadDecoder(model, config, cost), "lookahead")
 
 
 def remote_backend(
@@ -78,7 +106,7 @@ def remote_backend(
     on_recovery: Callable[[], None] | None = None,
 ) -> RemoteEngine:
     """A remote engine client whose text <-> token ids conversions use ``tokenizer`` (a transformers one)."""
-    from decoder.remote import RemoteEngine
+    from decoder.remote import RemoteEngine  # deferred: only a remote decoder needs the HTTP client
 
     def detokenize(ids: Sequence[int]) -> str:
         return str(tokenizer.decode(list(ids), skip_special_tokens=False))

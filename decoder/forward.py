@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 from decoder.kv import PrefixKV
+from decoder.packed_model import is_packed
 from decoder.policy import CostModel
 from decoder.types import CancelToken
 
@@ -172,4 +173,4 @@ def measure_cost(model: torch.nn.Module, sizes: Sequence[int] = COST_SIZES, repe
     kv = PrefixKV()
     forward(model, kv, list(range(10, 26)), last_only=True)
     measured = CostModel.measure(lambda n: masked_pass(model, kv, n), sizes, repeats)
-    return measured.blended(CostModel.for_device(next(model.parameters()).device.type))
+    return measured.blended(CostModel.for_device(next(model.parameters()).device.type, is_packed(model)))

@@ -19,7 +19,8 @@ import torch
 
 from decoder.drafts import Draft, DraftSource, JacobiPool, NgramTable
 from decoder.forward import forward
-from decoder.kv import PrefixKV
+from decoder.kv import PrefixKV, common_prefix_len
+from decoder.packed_model import is_packed
 from decoder.policy import AcceptanceModel, CostModel, default_verify, select
 from decoder.steps import Generation, drive, pick, warm
 from decoder.tree import TokenTree, build_tree, verify
@@ -59,7 +60,7 @@ class LookaheadDecoder:
     def __init__(self, model: torch.nn.Module, config: LookaheadConfig | None = None, cost: CostModel | None = None):
         self.model = model
         device = next(model.parameters()).device
-        self.cost = cost or CostModel.for_device(device.type)
+        self.cost = cost or CostModel.for_device(device.type, is_packed(model))
         self.config = config or LookaheadConfig()
         if self.config.verify is None:
             self.config = replace(self.config, verify=default_verify(self.cost))
@@ -122,7 +123,7 @@ class _Run:
         waiting = []
         for draft, start in self.shadows:
             seen = self.context[start : start + len(draft.tokens)]
-            matched = _common_prefix(draft.tokens, seen)
+            matched = common_prefix_len(draft.tokens, seen)
             if matched < len(seen) or len(seen) == len(draft.tokens):
                 self.d.acceptance.observe(draft, len(draft.tokens), matched)
             else:
@@ -200,7 +201,7 @@ class _Run:
         stats.accepted_per_step.append(len(accepted) + 1)
         best_source, best = "", 0
         for draft in drafts:
-            matched = _common_prefix(draft.tokens, accepted)
+            matched = common_prefix_len(draft.tokens, accepted)
             self.d.acceptance.observe(draft, len(draft.tokens), matched)
             if matched > best:
                 best_source, best = draft.source, matched
@@ -226,12 +227,3 @@ class _Run:
             fresh = outputs[m + 1 :]
             stale = chain[len(nodes) :] if len(nodes) > m + 1 else chain[m + 1 :]
             self.chains[i] = fresh + stale if m < len(chain) else []
-
-
-def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n

@@ -197,6 +197,11 @@ def _planes(state: State, name: str) -> list[Plane]:
     return planes
 
 
+def is_packed(model: torch.nn.Module) -> bool:
+    """Whether ``model`` decodes on int4 planes (its pass costs grow faster with width than float passes)."""
+    return any(isinstance(module, PackedLinear) for module in model.modules())
+
+
 def logical_size(model: torch.nn.Module) -> int:
     """How many weights ``model`` has as a float model: parameters, plus the matrices of packed layers."""
     total = 0

@@ -18,7 +18,7 @@ from decoder.drafts import Draft
 
 # Relative pass cost by number of tokens: the default where nothing was measured. CPU: this 2-core AVX-512 machine,
 # the embedded 0.5B model in fp32 on oneDNN's linear kernels (decoder/cpu_linear.py), 800 tokens in the cache,
-# best of 7 (`python -m evaluation.pass_cost`, docs/benchmarks.md); 32 from a separate run.
+# best of 7 (`lookahead-lsp bench-passes`, docs/benchmarks.md); 32 from a separate run.
 CPU_COST: tuple[tuple[int, float], ...] = (
     (1, 1.0),
     (2, 1.33),
@@ -29,6 +29,20 @@ CPU_COST: tuple[tuple[int, float], ...] = (
     (12, 1.77),
     (16, 1.87),
     (32, 2.7),
+)
+# The same model on its GGUF's int4 planes (decoder/packed_linear.py), same machine and method: ATen's int4 kernel
+# re-reads the planes for every few rows, so wide passes cost relatively more than in float32 (provisional
+# figures from a loaded machine; docs/benchmarks.md has the quiet measurement).
+PACKED_CPU_COST: tuple[tuple[int, float], ...] = (
+    (1, 1.0),
+    (2, 1.07),
+    (3, 1.2),
+    (4, 1.4),
+    (6, 1.9),
+    (8, 2.4),
+    (12, 3.5),
+    (16, 4.5),
+    (32, 8.5),
 )
 # A GPU at batch 1 is memory-bound: a pass of 64 tokens costs about as much as one of 1.
 GPU_COST: tuple[tuple[int, float], ...] = ((1, 1.0), (64, 1.08), (256, 1.6))
@@ -54,8 +68,11 @@ class CostModel:
             self.levels = [1.0] * len(self.points)
 
     @classmethod
-    def for_device(cls, device_type: str) -> CostModel:
-        return cls(CPU_COST if device_type in ("cpu", "mps") else GPU_COST)
+    def for_device(cls, device_type: str, packed: bool = False) -> CostModel:
+        """The default table of a device (``packed``: a CPU model on int4 planes)."""
+        if device_type not in ("cpu", "mps"):
+            return cls(GPU_COST)
+        return cls(PACKED_CPU_COST if packed else CPU_COST)
 
     def observe(self, n: int, seconds: float, weight: float = 0.1) -> None:
         """A pass of ``n`` tokens took ``seconds``: correct the table at the sizes around ``n``.

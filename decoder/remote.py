@@ -270,8 +270,7 @@ class RemoteEngine:
     strings; ``tokenize`` turns the streamed text back into ids (without special tokens added).
     """
 
-    name = "remote"
-    supports_constraints = False  # the server cannot apply a TokenConstraint: checked here, a violation ends it
+    name = "remote"  # a TokenConstraint is checked on the streamed tokens: a violation ends the output
 
     def __init__(
         self,
@@ -306,6 +305,9 @@ class RemoteEngine:
 
     def __repr__(self) -> str:  # no headers: they hold the key
         return f"RemoteEngine({self.config.endpoint!r}, model={self.config.model!r})"
+
+    def warm(self, prompt_ids: Sequence[int], cancel: CancelToken | None = None) -> None:
+        """Nothing to prefill here: the engine keeps its own cache."""
 
     def describe(self) -> dict[str, Any]:
         """The engine's settings and state for ``lookahead.stats``."""

@@ -19,9 +19,7 @@ from decoder.types import CancelToken, DecodeRequest, DecodeResult, DecodeStats,
 
 def pick(logits: torch.Tensor, allowed: Sequence[int] | None) -> int:
     """Greedy choice from one position's logits, restricted to ``allowed`` ids when given."""
-    if allowed is None:
-        return int(torch.argmax(logits).item())
-    if len(allowed) == 0:
+    if not allowed:  # None: no constraint; empty: none of the ids fits, so the model's own choice
         return int(torch.argmax(logits).item())
     ids = torch.as_tensor(list(allowed), dtype=torch.long, device=logits.device)
     return int(ids[torch.argmax(logits.index_select(0, ids))].item())

@@ -1,4 +1,4 @@
-"""Benchmark of the workspace n-gram index at workspace scale (``python -m evaluation.index_bench``).
+"""Benchmark of the workspace n-gram index at workspace scale (``lookahead-lsp bench-index``).
 
 Workload: real Python files from this interpreter's site-packages, tokenized with the real tokenizer (that
 step gives the tokenization throughput), then copied with perturbation up to ``--tokens`` (default 10M): each
@@ -13,9 +13,7 @@ latency (a file of about 2k tokens into the overlay), and the time to merge the 
 from __future__ import annotations
 
 import argparse
-import json
 import site
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -23,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from context.ngram_index import NgramIndex
+from lsp_server.commands.index import load_tokenizer
 
 
 def corpus_files(limit_chars: int) -> list[str]:
@@ -127,9 +126,8 @@ def time_updates(index: NgramIndex, files: list[np.ndarray], rounds: int) -> dic
     }
 
 
-def run(args: argparse.Namespace) -> dict[str, Any]:
-    from lsp_server.commands.index import load_tokenizer
-
+def run_index_bench(args: argparse.Namespace) -> dict[str, Any]:
+    """Every figure of the module docstring (``lookahead-lsp bench-index``: evaluation/commands/index.py)."""
     tokenizer = load_tokenizer(args.model)
     texts = corpus_files(args.corpus_chars)
     held_out_count = max(1, len(texts) // 10)
@@ -158,23 +156,3 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "lookup_held_out_contexts": time_lookups(index, outside, args.max_len, args.max_count),
         "incremental": time_updates(index, real, args.update_rounds),
     }
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m evaluation.index_bench", description=__doc__.splitlines()[0])
-    parser.add_argument("--tokens", type=int, default=10_000_000)
-    parser.add_argument("--corpus-chars", type=int, default=4_000_000, help="real text to tokenize (~1M tokens)")
-    parser.add_argument("--mutate", type=float, default=0.03)
-    parser.add_argument("--queries", type=int, default=2000)
-    parser.add_argument("--max-len", type=int, default=7)
-    parser.add_argument("--max-count", type=int, default=8)
-    parser.add_argument("--update-rounds", type=int, default=50)
-    parser.add_argument("--model", default="embedded", help="whose tokenizer: 'embedded', a directory or an HF id")
-    parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args(argv)
-    print(json.dumps(run(args), indent=2))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -8,20 +8,20 @@ left in the cache (the decoder's ``warm``): the tokens and milliseconds of that 
 keystroke pays before its first decoding step. Both prompts use the same context snippets, so the layout
 alone decides what the keystroke invalidates.
 
-Run: ``python -m evaluation.layouts --holes 8 --budgets 256,512,1024 --layouts psm,spm,psm-short``.
+Run: ``lookahead-lsp bench-layouts --holes 8 --budgets 256,512,1024 --layouts psm,spm,psm-short``.
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import statistics
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from decoder.greedy import GreedyDecoder
+from decoder.model import stop_token_ids
 from evaluation.quality import score
 from evaluation.speed import ContextBuilder
 from evaluation.workloads import Hole
@@ -81,9 +81,6 @@ def measure(
     max_new_tokens: int,
 ) -> LayoutRow:
     """Complete every hole cold, score it, then time the prefill of the next keystroke's prompt."""
-    from decoder.greedy import GreedyDecoder
-    from decoder.model import stop_token_ids
-
     tokenizer = loaded.tokenizer
     context = ContextBuilder(corpus, tokenizer, budget, heal=True, layout=layout)  # type: ignore[arg-type]
     decoder = GreedyDecoder(loaded.model)
@@ -118,39 +115,3 @@ def measure(
         statistics.median(key_tokens) if key_tokens else 0.0,
         statistics.median(key_ms) if key_ms else 0.0,
     )
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    from decoder.model import configure_torch_threads, load_model
-    from evaluation.report import markdown_table
-    from evaluation.workloads import Corpus, make_holes
-
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--corpus", default=None, help="directory of code (default: the pathspec package)")
-    parser.add_argument("--workload", default="fim")
-    parser.add_argument("--holes", type=int, default=8)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--max-new-tokens", type=int, default=32)
-    parser.add_argument("--budgets", default="256,512,1024")
-    parser.add_argument("--layouts", default="psm,spm,psm-short")
-    parser.add_argument("--model", default="embedded")
-    parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: physical cores)")
-    args = parser.parse_args(argv)
-
-    configure_torch_threads(args.threads)
-    corpus = Corpus.load(args.corpus)
-    holes = make_holes(corpus, args.workload, args.holes, args.seed)
-    loaded = load_model(args.model)
-    rows = []
-    for budget in (int(b) for b in args.budgets.split(",")):
-        for layout in args.layouts.split(","):
-            row = measure(loaded, corpus, holes, layout, budget, args.max_new_tokens)
-            print(" | ".join(str(c) for c in row.cells()), file=sys.stderr, flush=True)
-            rows.append(row.cells())
-    print(f"{corpus.name}, {args.workload} holes: {len(holes)} (seed {args.seed}), {args.max_new_tokens} new tokens")
-    print(markdown_table(HEADERS, rows))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

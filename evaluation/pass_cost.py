@@ -1,18 +1,18 @@
 """Forward-pass time by number of tokens, as loaded by the daemon and as transformers loads it.
 
-``python -m evaluation.pass_cost [--context 800] [--repeats 9]`` prints, for passes of 1 to 16 tokens after a
+``lookahead-lsp bench-passes [--context 800] [--repeats 9]`` prints, for passes of 1 to 16 tokens after a
 context of ``--context`` tokens (masked, as lookahead steps are), the best and median milliseconds of the
-daemon's model (oneDNN linear kernels, packed-GQA attention: :func:`decoder.model.prepare_for_inference`)
-and of the same weights as transformers leaves them (row-major, its "sdpa"), interleaved so that both see
-the same machine load; and an 800-token prefill for each.
+daemon's model (on a CPU: the GGUF's blocks as int4 planes, :mod:`decoder.packed_model`), of the daemon's
+dense float32 model (oneDNN linear kernels, packed-GQA attention: :func:`decoder.model.prepare_for_inference`)
+and of the same weights as transformers leaves them (row-major, its "sdpa"), interleaved so that all see
+the same machine load; an 800-token prefill for each; and each one's costs relative to a one-token pass
+(the draft policy's tables in ``decoder/policy.py``).
 """
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import time
-from collections.abc import Sequence
 
 import torch
 
@@ -39,33 +39,34 @@ def timed_pass(model: torch.nn.Module, kv: PrefixKV, n: int) -> float:
     return (time.perf_counter() - started) * 1000
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="embedded")
-    parser.add_argument("--context", type=int, default=800)
-    parser.add_argument("--repeats", type=int, default=9)
-    args = parser.parse_args(argv)
-    models = {"daemon": load_model(args.model, device="cpu").model, "transformers": load_model(args.model).model}
+def compare(model_spec: str, context_tokens: int, repeats: int) -> str:
+    """Time both models' passes (interleaved, ``repeats`` rounds) after a ``context_tokens`` prefill: the table."""
+    models = {
+        "daemon": load_model(model_spec, device="cpu").model,  # GGUF weights where the model has them
+        "daemon, dense float32": load_model(model_spec, device="cpu", weights="dense").model,
+        "transformers": load_model(model_spec, weights="dense").model,
+    }
     as_transformers_loads_it(models["transformers"])
-    context = [100 + (i * 7919) % 20000 for i in range(args.context)]
+    context = [100 + (i * 7919) % 20000 for i in range(context_tokens)]
     caches: dict[str, PrefixKV] = {}
+    lines = []
     for name, model in models.items():
         caches[name] = PrefixKV()
         started = time.perf_counter()
         prefill(model, caches[name], context)
-        print(f"{name}: {len(context)}-token prefill {time.perf_counter() - started:.2f} s")
+        lines.append(f"{name}: {len(context)}-token prefill {time.perf_counter() - started:.2f} s")
     times: dict[str, dict[int, list[float]]] = {name: {n: [] for n in SIZES} for name in models}
-    for _ in range(args.repeats):
+    for _ in range(repeats):
         for n in SIZES:
             for name, model in models.items():
                 times[name][n].append(timed_pass(model, caches[name], n))
-    print("| tokens in the pass | " + " | ".join(str(n) for n in SIZES) + " |")
-    print("|---" * (len(SIZES) + 1) + "|")
+    lines.append("| tokens in the pass | " + " | ".join(str(n) for n in SIZES) + " |")
+    lines.append("|---" * (len(SIZES) + 1) + "|")
     for name in models:
         cells = [f"{min(times[name][n]):.0f} / {statistics.median(times[name][n]):.0f}" for n in SIZES]
-        print(f"| {name}: best / median ms | " + " | ".join(cells) + " |")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+        lines.append(f"| {name}: best / median ms | " + " | ".join(cells) + " |")
+    for name in models:  # the cost table the draft policy starts from (decoder/policy.py)
+        base = min(times[name][1])
+        relative = ", ".join(f"({n}, {min(times[name][n]) / base:.2f})" for n in SIZES)
+        lines.append(f"{name}: relative to one token: {relative}")
+    return "\n".join(lines)

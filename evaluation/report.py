@@ -14,15 +14,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import torch
+import transformers
+
 from evaluation.quality import QualityResult, summarize_quality
 from evaluation.speed import BenchResult, Summary, summarize
 
 
 def machine_description() -> dict[str, Any]:
     """CPU model, cores and the library versions that the numbers depend on."""
-    import torch
-    import transformers
-
     cpu = platform.processor() or platform.machine()
     try:
         with open("/proc/cpuinfo") as cpuinfo:
@@ -137,12 +137,19 @@ def _write_text(path: Path, text: str) -> Path:
 
 
 def _pyplot() -> Any:
+    """matplotlib's pyplot on the file-only backend (deferred: a second to import, and only plots need it)."""
     import matplotlib
 
-    matplotlib.use("Agg")
+    matplotlib.use("Agg")  # before pyplot's import: no display
     import matplotlib.pyplot as plt
 
     return plt
+
+
+def model_name(meta: dict[str, Any]) -> str:
+    """The model as its spec names it ("embedded", an id, a file name): no machine's cache path in a title."""
+    spec = str(meta.get("model_spec") or str(meta.get("model", "")).split(" (", 1)[0])
+    return Path(spec).name if "/" in spec and Path(spec).exists() else spec
 
 
 def plot_speedups(result: BenchResult, path: Path) -> Path:
@@ -159,7 +166,7 @@ def plot_speedups(result: BenchResult, path: Path) -> Path:
     ax.axhline(1.0, color="black", linewidth=0.8)
     ax.set_xticks(range(len(configs)), configs, rotation=35, ha="right")
     ax.set_ylabel("speedup vs plain greedy (geometric mean)")
-    ax.set_title(f"decode speedup, {result.meta.get('model', '')}, {result.meta.get('max_new_tokens')} new tokens")
+    ax.set_title(f"decode speedup, {model_name(result.meta)}, {result.meta.get('max_new_tokens')} new tokens")
     ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=110)

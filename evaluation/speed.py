@@ -34,8 +34,10 @@ from typing import Any, Literal
 from context.ngram_index import NgramIndex
 from context.prompt import BuiltPrompt, PromptInput, PromptLayout, layout_builder
 from context.snippets import Snippet, SnippetIndex
+from decoder.backend import LocalBackend, local_backend
 from decoder.drafts import DraftSource
 from decoder.forward import measure_cost
+from decoder.lookahead import LookaheadConfig
 from decoder.policy import CostModel
 from decoder.types import Decoder, DecodeRequest, DecodeResult, DecodeStats
 from evaluation.hf_baselines import HF_PROMPT_LOOKUP_TOKENS, HFGenerateDecoder
@@ -46,7 +48,6 @@ Progress = Callable[[str, "float | None"], None]
 
 LOOKAHEAD_SOURCES = ("prompt", "suffix", "workspace", "jacobi")
 REFERENCE = "greedy"
-DEFAULT_DECODERS = "greedy,hf,hf-pld,lookahead,ablations"
 # (W, N, G): W=1 with several G (the CPU's sweet spot), and the lookahead paper's (8, 8, 8).
 SWEEP: tuple[tuple[int, int, int], ...] = ((1, 8, 1), (1, 8, 2), (1, 8, 4), (1, 8, 8), (2, 6, 4), (8, 8, 8))
 _WNG = re.compile(r"lookahead-W(\d+)N(\d+)G(\d+)$")
@@ -67,16 +68,12 @@ class DecoderConfig:
 
     def build(self, model: Any, cost: CostModel | None = None) -> Decoder:
         """The decoder; lookahead uses ``cost`` (measured, as the daemon does) or the device's default."""
-        if self.family == "greedy":
-            from decoder.greedy import GreedyDecoder
-
-            return GreedyDecoder(model)
         if self.family == "hf":
             return HFGenerateDecoder(model, self.prompt_lookup)
         if self.family == "peer":
             raise ValueError(f"{self.name} is a running llama-server: start it with evaluation/llama_peer.py")
-        from decoder.lookahead import LookaheadConfig, LookaheadDecoder
-
+        if self.family == "greedy":
+            return local_backend(model, "greedy")
         shape = {} if self.wng is None else dict(zip(("window", "ngram", "verify"), self.wng, strict=True))
         config = LookaheadConfig(
             **shape,
@@ -84,7 +81,7 @@ class DecoderConfig:
             jacobi="jacobi" not in self.sources_off,
             disabled_sources=self.sources_off - {"prompt", "jacobi"},
         )
-        return LookaheadDecoder(model, config, cost)
+        return local_backend(model, "lookahead", config, cost)
 
 
 def parse_decoders(spec: str, sweep: bool = False) -> list[DecoderConfig]:
@@ -333,9 +330,8 @@ def run_bench(
 
 def _forget_cache(decoder: Decoder) -> None:
     """Make ``decoder`` prefill its next prompt whole (ours keep a cache; transformers' ``generate`` does not)."""
-    reset = getattr(decoder, "reset", None)
-    if callable(reset):
-        reset()
+    if isinstance(decoder, LocalBackend):
+        decoder.reset()
 
 
 # --- summaries -----------------------------------------------------------------------------------------

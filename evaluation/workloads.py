@@ -20,6 +20,7 @@ before typing it: ``prefix + suffix``.
 from __future__ import annotations
 
 import ast
+import importlib.util
 import random
 import re
 from collections import Counter
@@ -146,8 +147,6 @@ class Corpus:
 
 def default_corpus_root() -> Path:
     """The source directory of an installed dependency none of us wrote."""
-    import importlib.util
-
     spec = importlib.util.find_spec(DEFAULT_CORPUS_PACKAGE)
     if spec is None or not spec.submodule_search_locations:
         raise FileNotFoundError(f"the default corpus package {DEFAULT_CORPUS_PACKAGE!r} is not installed")

@@ -8,6 +8,7 @@ snapshot while the next edit makes a new one.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -38,20 +39,38 @@ def _index_of_units(line: str, units: int, encoding: str) -> int:
     return len(line)
 
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def clean_text(text: str) -> str:
+    """``text`` with each lone surrogate (valid JSON, no valid Unicode) replaced by U+FFFD.
+
+    Both are one UTF-16 code unit and one code point, so every position and offset stays the same.
+    """
+    if text.isascii():
+        return text
+    return _LONE_SURROGATE.sub("\ufffd", text)
+
+
 def line_starts(text: str) -> np.ndarray:
-    """The offset where each line starts (lines end at ``\\n``; a ``\\r`` before it belongs to the break)."""
+    """The offset where each line starts: lines end at ``\\n``, ``\\r\\n`` or a lone ``\\r``, as LSP counts."""
     if text.isascii():
         codes = np.frombuffer(text.encode("ascii"), dtype=np.uint8)
     else:
         codes = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
-    return np.concatenate([np.zeros(1, dtype=np.int64), np.flatnonzero(codes == 10).astype(np.int64) + 1])
+    breaks = codes == 10
+    lone_cr = codes == 13
+    lone_cr[:-1] &= codes[1:] != 10
+    breaks |= lone_cr
+    return np.concatenate([np.zeros(1, dtype=np.int64), np.flatnonzero(breaks).astype(np.int64) + 1])
 
 
 @dataclass(frozen=True)
 class Document:
     """One version of an open document, with its line table (kept up to date incrementally by edits).
 
-    Lines end at ``\\n`` or ``\\r\\n``; a lone ``\\r`` (old Mac) is not a line break here.
+    Lines end at ``\\n``, ``\\r\\n`` or a lone ``\\r`` (old Mac). The text holds no lone surrogates
+    (:func:`clean_text` at the store's boundary: :meth:`DocumentStore.open` and :meth:`Document.apply`).
     """
 
     uri: str
@@ -131,20 +150,22 @@ class Document:
                 doc = doc._replace(
                     doc._clamped_offset(change.range.start, encoding),
                     doc._clamped_offset(change.range.end, encoding),
-                    change.text,
+                    clean_text(change.text),
                 )
             else:
-                doc = replace(doc, text=change.text, line_table=None)
+                doc = replace(doc, text=clean_text(change.text), line_table=None)
         return replace(doc, version=version)
 
     def _replace(self, start: int, end: int, text: str) -> Document:
         """``[start, end)`` replaced by ``text``; the line table is patched, not recomputed."""
         end = max(start, end)
+        new_text = self.text[:start] + text + self.text[end:]
+        if "\r" in self.text[max(0, start - 1) : start] + text[:1] + text[-1:] + self.text[end : end + 1]:
+            return replace(self, text=new_text, line_table=None)  # a \r\n may be joined or split: count again
         starts = self.starts
         kept = starts[: np.searchsorted(starts, start, side="right")]
         after = starts[np.searchsorted(starts, end, side="right") :] + (len(text) - (end - start))
         inserted = line_starts(text)[1:] + start
-        new_text = self.text[:start] + text + self.text[end:]
         return replace(self, text=new_text, line_table=np.concatenate([kept, inserted, after]))
 
     def _clamped_offset(self, position: types.Position, encoding: str) -> int:
@@ -159,7 +180,7 @@ class DocumentStore:
         self._docs: dict[str, Document] = {}
 
     def open(self, item: types.TextDocumentItem) -> Document:
-        doc = Document(uri=item.uri, text=item.text, version=item.version, language_id=item.language_id)
+        doc = Document(uri=item.uri, text=clean_text(item.text), version=item.version, language_id=item.language_id)
         self._docs[item.uri] = doc
         return doc
 

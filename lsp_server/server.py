@@ -8,6 +8,12 @@ Everything else lives in pure modules: settings in ``config``, documents and pos
 server keeps its own immutable snapshots, so pygls' copy is not maintained twice) and
 ``$/cancelRequest`` for completions (answered with an empty result, never an error).
 
+Progressive ghost text: a completion cut by a keystroke deadline is answered at once while its decoding goes
+on in the background (``scheduler.submit_progressive``); each longer version is held in the completion cache
+(``held``) and announced with ``lookahead/completionReady`` (uri, version, position) while the document is
+still at that state (or typed through it). The client asks again and is answered from the cache, with no
+model work; a change that does not type through the held text cancels the background decoding.
+
 Background prefill: the server keeps each document's cursor (from completion requests and from where
 ``didChange`` edits end). Once a document has settled (``SETTLE_S`` with no change, request or context
 change), it queues an idle job on the worker that prefills the prompt at that cursor; any real request
@@ -18,37 +24,46 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import itertools
 import logging
+import sys
+import threading
 from collections import Counter, deque
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
-from pygls.protocol import LanguageServerProtocol
 from pygls.protocol.language_server import lsp_method
 from pygls.uris import to_fs_path
 
-from lsp_server import pipeline
+from lsp_server import memory, pipeline, transport
+from lsp_server.cli import configure_logging
 from lsp_server.config import Config, parse_config, to_settings
 from lsp_server.documents import Document, DocumentStore
-from lsp_server.engine import Engine, Task
-from lsp_server.pipeline import Completion, Edit, Shown, Snapshot, Warmed
-from lsp_server.scheduler import Scheduler
+from lsp_server.engine import Engine
+from lsp_server.held import CompletionCache, Held
+from lsp_server.model_host import Task
+from lsp_server.pipeline import Completion, Edit, Snapshot, Warmed
+from lsp_server.protocol import RobustProtocol
+from lsp_server.rpc import valid_id
+from lsp_server.scheduler import Answer, Scheduler
 
 log = logging.getLogger(__name__)
 
 NAME = "lookahead-lsp"
 VERSION = "0.1.0"
 STATS_NOTIFICATION = "lookahead/completionStats"
+READY_NOTIFICATION = "lookahead/completionReady"
 CMD_STATS = "lookahead.stats"
 CMD_REINDEX = "lookahead.reindex"
 CMD_ACCEPTED = "lookahead.accepted"
+TRIM_AFTER_S = 2.0  # free memory is returned to the system this long after the last document closed
 SETTLE_S = 0.3  # a document is settled (background prefill starts) once nothing happened to it this long
 
 
@@ -64,7 +79,7 @@ class StatsBook:
         self.totals[event] += 1
 
     def record(self, completion: Completion) -> None:
-        self.totals["completed"] += 1
+        """A model run ended whole (its answer was counted as ``completed`` when it came)."""
         self.totals["newTokens"] += completion.decode.new_tokens
         self.totals["steps"] += completion.decode.steps
         self.recent.append({**completion.stats(), "chars": len(completion.text), "accepted": False})
@@ -187,13 +202,13 @@ class ServerEvents:
         self._server.call_soon(self._server.show, message, kind)
 
 
-class LookaheadProtocol(LanguageServerProtocol):
-    """pygls' protocol with this server's document sync and completion cancellation."""
+class LookaheadProtocol(RobustProtocol):
+    """The checked protocol (:mod:`lsp_server.protocol`) with this server's document sync and cancellation."""
 
     _server: LookaheadServer
 
     def _handle_cancel_notification(self, msg_id: Any) -> None:
-        if not self._server.cancel_completion(msg_id):
+        if not (valid_id(msg_id) and self._server.cancel_completion(msg_id)):
             super()._handle_cancel_notification(msg_id)
 
     @lsp_method(types.TEXT_DOCUMENT_DID_OPEN)
@@ -212,6 +227,8 @@ class LookaheadProtocol(LanguageServerProtocol):
 class LookaheadServer(LanguageServer):
     """The daemon's state: settings, documents, the engine, the model worker and the statistics."""
 
+    protocol: LookaheadProtocol
+
     def __init__(self) -> None:
         super().__init__(NAME, VERSION, protocol_cls=LookaheadProtocol)
         self.config = Config()
@@ -219,7 +236,7 @@ class LookaheadServer(LanguageServer):
         self.scheduler: Scheduler[Completion | Warmed] = Scheduler()
         self.engine: Engine | None = None
         self.book = StatsBook()
-        self.shown: dict[str, Shown] = {}
+        self.held = CompletionCache()
         self.shutdown_requested = False
         self._ids = itertools.count(1)
         self._jobs_by_message: dict[Any, str] = {}
@@ -227,6 +244,35 @@ class LookaheadServer(LanguageServer):
         self._settle: dict[str, asyncio.TimerHandle] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopped = False
+        self.terminated = False  # SIGTERM ended the session
+        self._trim: asyncio.TimerHandle | None = None
+
+    # ---- transport: this server's framing and error path (``transport``, ``protocol``) ---------------
+
+    def start_io(self, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -> None:
+        """Serve over stdio until the input ends, the output is lost, exit or SIGTERM."""
+        self._serve(transport.serve_stdio(stdin or sys.stdin.buffer, stdout or sys.stdout.buffer, self.protocol,
+                                        self.protocol.set_writer, self._terminate))
+
+    def start_tcp(self, host: str, port: int) -> None:
+        """Serve the first client that connects to ``host:port`` until it disconnects, exit or SIGTERM."""
+        self._serve(transport.serve_tcp(host, port, self.protocol, self.protocol.set_writer, self._terminate))
+
+    def _serve(self, main: Coroutine[Any, Any, None]) -> None:
+        self._stop_event = threading.Event()
+        try:
+            asyncio.run(main)
+        except (KeyboardInterrupt, SystemExit):
+            pass
+        finally:
+            self.shutdown()
+
+    def _terminate(self) -> None:
+        self.terminated = True
+
+    def report_server_error(self, error: Exception, source: Any) -> None:
+        """Errors in handlers are logged (requests also get them as their error answer); no pop-up."""
+        log.error("server error (%s): %s", getattr(source, "__name__", source), error)
 
     # ---- plumbing ----------------------------------------------------------------------------------
 
@@ -262,12 +308,17 @@ class LookaheadServer(LanguageServer):
         """Take new settings; bad values are shown to the user and keep their previous values."""
         previous = self.config
         self.config, errors = parse_config(raw, previous)
+        if self.config != previous:
+            self.held = CompletionCache()  # held completions were made under the old settings
         for error in errors:
             self.show(f"lookahead: {error}", types.MessageType.Warning)
         if self.config.log_file != previous.log_file and self.config.log_file:
-            from lsp_server.cli import configure_logging
-
-            configure_logging(logging.getLevelName(logging.getLogger().level), self.config.log_file)
+            try:
+                configure_logging(logging.getLevelName(logging.getLogger().level), self.config.log_file)
+            except OSError as exc:  # a missing folder, a directory, no permission: the rest still applies
+                self.config = dataclasses.replace(self.config, log_file=previous.log_file)
+                message = f"lookahead: logFile {exc.filename!r} cannot be written ({exc.strerror or exc})"
+                self.show(f"{message}; keeping {previous.log_file!r}", types.MessageType.Warning)
         if self.engine is not None:
             start = self.config.enabled and self.engine.state == "idle"
             self.engine.apply_config(self.config)
@@ -294,18 +345,29 @@ class LookaheadServer(LanguageServer):
         if doc is not None:
             if before is not None:
                 self.cursors[doc.uri] = pipeline.edit_end(before.text, doc.text)
+                self._stop_stale_continuation(doc)
             self._document_changed(doc)
 
     def did_close(self, params: types.DidCloseTextDocumentParams) -> None:
         uri = params.text_document.uri
         doc = self.documents.close(uri)
-        self.shown.pop(uri, None)
+        self.held.drop(uri)
         self.cursors.pop(uri, None)
         timer = self._settle.pop(uri, None)
         if timer is not None:
             timer.cancel()
         if doc is not None and self.engine is not None:
             self.engine.document_changed(doc.path, None)
+        self._trim_later()
+
+    def _trim_later(self) -> None:
+        """Give freed memory back to the system once closing has been quiet for ``TRIM_AFTER_S``."""
+        loop = self._loop
+        if loop is None:
+            return
+        if self._trim is not None:
+            self._trim.cancel()
+        self._trim = loop.call_later(TRIM_AFTER_S, memory.trim)
 
     def _document_changed(self, doc: Document) -> None:
         if self.engine is not None:
@@ -360,12 +422,12 @@ class LookaheadServer(LanguageServer):
             return None
         self.cursors[uri] = offset
         self.settle_later(uri)
-        shown = self.shown.get(uri)
-        rest = pipeline.typed_through(shown, doc, offset) if shown is not None else None
-        if shown is not None and rest is not None:
-            self.book.count("typedThrough")
-            self.shown[uri] = Shown(doc, rest, shown.request_id)
-            return doc, rest, shown.request_id
+        held = self.held.answer(doc, offset)
+        if held is not None:
+            entry, edit = held
+            self.book.count("heldAnswers" if edit is entry.edit else "typedThrough")
+            entry.answered = True
+            return (doc, edit, entry.request_id) if edit.text else None
         if self.engine is None or not self.engine.ready:
             self.book.count("notReady")
             return None
@@ -375,22 +437,32 @@ class LookaheadServer(LanguageServer):
         if completion is None:
             self.book.count("cancelled")
             return None
-        self.book.record(completion)
-        self.protocol.notify(STATS_NOTIFICATION, completion.stats())
-        if not completion.text:
-            self.shown.pop(uri, None)
-            return None
-        self.shown[uri] = Shown(doc, completion.edit, completion.request_id)
-        return doc, completion.edit, completion.request_id
+        self.book.count("completed")  # a model run answered (its tokens and stats are recorded when it ends)
+        if not completion.final:
+            self.book.count("shownEarly")
+        entry, _ = self.held.hold(completion)  # the latest the run has published: maybe more than its answer
+        entry.answered = True
+        return (doc, entry.edit, entry.request_id) if entry.edit.text else None
 
     async def _run(self, snapshot: Snapshot) -> Completion | None:
         engine = self.engine
         assert engine is not None
+        progressive = self.config.progressive
 
-        def work(cancel: Any, queue_ms: float) -> Completion:
-            return pipeline.complete(snapshot, engine, cancel, queue_ms)
+        def work(cancel: Any, queue_ms: float, answer: Answer[Completion | Warmed]) -> Completion:
+            def publish(partial: Completion) -> None:
+                answer(partial)  # the first one answers the request; decoding goes on
+                self.call_soon(self._published, partial)
 
-        job = self.scheduler.submit(snapshot.doc.uri, work, job_id=snapshot.request_id)
+            try:
+                completion = pipeline.complete(snapshot, engine, cancel, queue_ms, publish if progressive else None)
+                if not cancel.cancelled:
+                    self.call_soon(self._published, completion)
+                return completion
+            finally:
+                self.call_soon(self.held.ended, snapshot.request_id, snapshot.doc, snapshot.offset)
+
+        job = self.scheduler.submit_progressive(snapshot.doc.uri, work, job_id=snapshot.request_id)
         message_id = self.protocol.msg_id
         self._jobs_by_message[message_id] = job.job_id
         try:
@@ -398,6 +470,45 @@ class LookaheadServer(LanguageServer):
             return result if isinstance(result, Completion) else None
         finally:
             self._jobs_by_message.pop(message_id, None)
+
+    def _published(self, completion: Completion) -> None:
+        """A run published (on the event loop): hold it; a whole one's stats are recorded and sent; growth
+        after the answer is announced while the document is still at that state (or typed through it)."""
+        entry, grew = self.held.hold(completion)
+        if completion.final:
+            self.book.record(completion)
+            self.protocol.notify(STATS_NOTIFICATION, completion.stats())
+        position = self._still_shown_at(entry) if grew and entry.answered else None
+        if position is not None:
+            doc, offset = position
+            params = {
+                "uri": doc.uri,
+                "version": doc.version,
+                "position": doc.position_at(offset, self.encoding),
+                "requestId": entry.request_id,
+                "final": entry.final,
+            }
+            self.book.count("readyNotifications")
+            self.protocol.notify(READY_NOTIFICATION, params)
+
+    def _still_shown_at(self, entry: Held) -> tuple[Document, int] | None:
+        """The document and cursor where ``entry`` is still what the user sees: its own state, or one that
+        typed through its text; None when the document moved on."""
+        doc, cursor = self.documents.get(entry.doc.uri), self.cursors.get(entry.doc.uri)
+        if doc is None:
+            return None
+        if doc.version == entry.doc.version and doc.text == entry.doc.text:
+            return doc, entry.offset
+        if cursor is not None and pipeline.typed_through(entry.shown(), doc, cursor, whole=entry.running) is not None:
+            return doc, cursor
+        return None
+
+    def _stop_stale_continuation(self, doc: Document) -> None:
+        """A change that does not type through the held text of a running continuation cancels it."""
+        entry = self.held.running(doc.uri)
+        if entry is not None and self._still_shown_at(entry) is None:
+            entry.running = False
+            self.scheduler.cancel(entry.request_id)
 
     def cancel_completion(self, message_id: Any) -> bool:
         """Cancel the completion job of an LSP request; False when that request is no completion."""

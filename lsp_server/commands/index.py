@@ -12,6 +12,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from transformers import AutoTokenizer
+
+from context.workspace import WorkspaceConfig
+from context.workspace_index import WorkspaceIndex
+from decoder.embedded import ensure_converted
 from lsp_server.cli import UsageError
 
 BAR_WIDTH = 30
@@ -28,11 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def load_tokenizer(spec: str) -> Any:
     """The tokenizer of a model spec, without its weights."""
-    from transformers import AutoTokenizer
-
     if spec == "embedded":
-        from decoder.embedded import ensure_converted
-
         return AutoTokenizer.from_pretrained(str(ensure_converted()))
     if spec.endswith(".gguf"):
         raise UsageError("--model: for a .gguf, pass the converted directory (see `lookahead-lsp model`)")
@@ -67,9 +68,6 @@ def format_stats(stats: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from context.workspace import WorkspaceConfig
-    from context.workspace_index import WorkspaceIndex
-
     roots = [Path(d) for d in args.dir]
     for root in roots:
         if not root.is_dir():

@@ -12,6 +12,7 @@ import sys
 import time
 from typing import TextIO
 
+from decoder.model import ModelLoadError, load_model, resolve_spec
 from lsp_server.cli import UsageError
 
 
@@ -53,8 +54,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from decoder.model import ModelLoadError, load_model, resolve_spec
-
     progress = None if args.quiet else StderrProgress()
     try:
         if args.prepare_only:

@@ -12,6 +12,8 @@ import os
 import sys
 from typing import BinaryIO
 
+from lsp_server.server import SERVER
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--stdio", action="store_true", help="speak LSP over stdin/stdout (the default)")
@@ -32,8 +34,6 @@ def run(args: argparse.Namespace) -> int:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     # The model worker runs Python between torch calls; hand the GIL back to the event loop sooner.
     sys.setswitchinterval(0.001)
-    from lsp_server.server import SERVER
-
     try:
         if args.tcp:
             SERVER.start_tcp("127.0.0.1", args.port)
@@ -43,4 +43,4 @@ def run(args: argparse.Namespace) -> int:
         pass
     finally:
         SERVER.stop()
-    return 0 if SERVER.shutdown_requested else 1
+    return 0 if SERVER.shutdown_requested or SERVER.terminated else 1

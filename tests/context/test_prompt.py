@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from context.prompt import PromptBudget, PromptBuilder, PromptInput, PromptTooSmall, build_prompt
+from context.prompt import PromptBudget, PromptBuilder, PromptInput, PromptTooSmall
 from context.snippets import Snippet
 
 SOURCE = "".join(f"def f{i}(x):\n    return x + {i}  # ü {i}\n\n" for i in range(200))
@@ -33,7 +33,7 @@ def test_fim_layout_decodes_to_the_repo_level_format(tokenizer: Any) -> None:
         repo_name="demo",
         snippets=[snippet("src/util.py", "def helper():\n    return 1\n", 2.0, 4)],
     )
-    built = build_prompt(tokenizer, request)
+    built = PromptBuilder(tokenizer).build(request)
     expected = (
         "<|repo_name|>demo\n"
         "<|file_sep|>src/util.py\ndef helper():\n    return 1\n"
@@ -49,7 +49,7 @@ def test_fim_layout_decodes_to_the_repo_level_format(tokenizer: Any) -> None:
 
 def test_special_token_text_in_code_stays_text(tokenizer: Any) -> None:
     text = 'MARK = "<|fim_middle|>"\n'
-    built = build_prompt(tokenizer, PromptInput("a.py", text, len(text)))
+    built = PromptBuilder(tokenizer).build(PromptInput("a.py", text, len(text)))
     fim_middle = tokenizer.convert_tokens_to_ids("<|fim_middle|>")
     assert built.token_ids.count(fim_middle) == 1
 
@@ -104,8 +104,8 @@ def test_typing_keeps_context_and_prefix_head_tokens(builder: PromptBuilder) -> 
 def test_healing_drops_the_last_prefix_tokens(tokenizer: Any) -> None:
     text = "import subprocess\np = subprocess.run(cmd, stdout=subpr)\n"
     offset = text.index("subpr)") + len("subpr")
-    plain = build_prompt(tokenizer, PromptInput("a.py", text, offset))
-    healed = build_prompt(tokenizer, PromptInput("a.py", text, offset), heal=True)
+    plain = PromptBuilder(tokenizer).build(PromptInput("a.py", text, offset))
+    healed = PromptBuilder(tokenizer, heal=True).build(PromptInput("a.py", text, offset))
     assert healed.healed_text.endswith("subpr")
     assert healed.prefix_text + healed.healed_text == plain.prefix_text
     assert healed.counts["prefix"] < plain.counts["prefix"]
@@ -114,7 +114,7 @@ def test_healing_drops_the_last_prefix_tokens(tokenizer: Any) -> None:
 
 def test_budget_too_small_for_the_fixed_tokens(tokenizer: Any) -> None:
     with pytest.raises(PromptTooSmall):
-        build_prompt(tokenizer, PromptInput("a/very/long/path/name.py", "x", 1, "repo"), PromptBudget(total=5))
+        PromptBuilder(tokenizer, PromptBudget(total=5)).build(PromptInput("a/very/long/path/name.py", "x", 1, "repo"))
     with pytest.raises(ValueError):
         PromptBudget(prefix_share=0.9, suffix_share=0.2)
     with pytest.raises(ValueError):
@@ -149,7 +149,7 @@ def test_never_over_budget(
     offset = int(len(text) * cursor)
     snippets = [snippet(f"s{i}.py", t, float(i)) for i, t in enumerate(snippet_texts)]
     request = PromptInput("p.py", text, offset, "r", snippets)
-    built = build_prompt(tokenizer, request, budget)
+    built = PromptBuilder(tokenizer, budget).build(request)
     assert len(built.token_ids) <= total
     assert built.counts["total"] == len(built.token_ids)
     assert text[:offset].endswith(built.prefix_text) and text[offset:].startswith(built.suffix_text)

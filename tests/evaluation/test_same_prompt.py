@@ -73,9 +73,9 @@ def _open_all(engine: Engine, root: Path, hole: Hole) -> None:
     texts = {path.name: path.read_text() for path in root.iterdir()}
     texts[hole.path] = hole.text_before_typing
     applied: set[Path] = set()
-    engine.on_context_change = applied.add
+    engine.workspace.on_context_change = applied.add
     for name, text in texts.items():
-        engine.document_changed(root / name, text)
+        engine.workspace.document_changed(root / name, text)
     deadline = time.monotonic() + 30
     while len(applied) < len(texts) and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -104,7 +104,7 @@ def test_bench_and_daemon_build_the_same_prompt_and_completion(tiny_model_dir: P
         daemon = prompt_for(snapshot, engine)
         daemon_completion = complete(snapshot, engine, CancelToken())
 
-        bench = ContextBuilder(Corpus.load(root), engine.model.tokenizer, 512, heal=True, layout="psm")
+        bench = ContextBuilder(Corpus.load(root), engine.tokenizer, 512, heal=True, layout="psm")
         built = bench.prompt(hole)
         # snippets from the other files, ranked against the lines before the cursor's block of 8 lines: the
         # block itself (where shipping_fee is called) does not move them while the user types in it
@@ -115,7 +115,7 @@ def test_bench_and_daemon_build_the_same_prompt_and_completion(tiny_model_dir: P
         cursor = Cursor(hole.text_before_typing, len(hole.prefix), hole.path)
         limits = Limits(config.max_new_tokens, engine.stop_ids)
         plan = plan_completion(bench.tokenizer, built, cursor, limits)
-        decoded = decode_completion(GreedyDecoder(engine.model.model), plan)
+        decoded = decode_completion(GreedyDecoder(engine.host.model.model), plan)
         assert decoded.result.token_ids == daemon_completion.token_ids
         assert decoded.text == daemon_completion.text
     finally:

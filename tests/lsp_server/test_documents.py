@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from lsprotocol import types
 
-from lsp_server.documents import Document, code_units
+from lsp_server.documents import Document, DocumentStore, code_units
 
 
 def pos(line: int, character: int) -> types.Position:
@@ -44,12 +44,37 @@ def test_positions_outside() -> None:
 
 
 def test_crlf_lines() -> None:
-    doc = Document("u", "ab\r\ncd\ref")  # a lone \r is no line break
-    assert doc.line_count == 2
+    doc = Document("u", "ab\r\ncd\ref")  # a lone \r is a line break too (LSP counts \r, \n and \r\n)
+    assert doc.line_count == 3
     assert doc.offset_at(pos(1, 1)) == 5
-    assert doc.offset_at(pos(1, 99)) == len(doc.text)
+    assert doc.offset_at(pos(1, 99)) == 6
+    assert doc.offset_at(pos(2, 1)) == 8
     assert doc.line_rest(0) == "ab"
     assert doc.position_at(3) == pos(0, 2)  # inside the line break: the line's end
+    assert doc.position_at(7) == pos(2, 0)
+
+
+def test_edits_across_carriage_returns_keep_the_line_table_true() -> None:
+    """Joining a \r and a \n (or splitting them) changes the line count; the table must follow."""
+    doc = Document("u", "a\rb\rc")
+    assert doc.line_count == 3
+    joined = doc.apply([change((1, 0), (1, 1), "\n")], version=2)  # "a\r\n\rc": \r\n is one break
+    assert joined.text == "a\r\n\rc"
+    assert list(joined.starts) == list(Document("u", joined.text).starts)
+    split = joined.apply([change((0, 1), (0, 1), "x")], version=3)  # "a" + "x" inserted before the \r
+    assert list(split.starts) == list(Document("u", split.text).starts)
+    between = Document("u", "a\r\nb").apply([change((0, 1), (0, 1), "z")], version=2)
+    assert between.line_count == 2
+
+
+def test_lone_surrogates_are_replaced_at_the_boundary() -> None:
+    store = DocumentStore()
+    doc = store.open(types.TextDocumentItem(uri="u", language_id="python", version=1, text="a\ud800b\n"))
+    assert doc.text == "a\ufffdb\n"
+    assert doc.offset_at(pos(0, 2)) == 2  # one UTF-16 unit before and after: positions unchanged
+    after = doc.apply([change((0, 3), (0, 3), "\udc00x")], version=2)
+    assert after.text == "a\ufffdb\ufffdx\n"
+    after.text.encode("utf-8")  # no lone surrogate left for the tokenizer
 
 
 def test_incremental_changes_with_emoji() -> None:

@@ -58,14 +58,14 @@ def test_start_up_tuning_measures_threads_and_pass_costs():
 
     from decoder.forward import COST_SIZES
     from decoder.model import LoadedModel
-    from lsp_server.engine import _tune
+    from lsp_server.model_host import tune
     from tests.tiny_model import make_tiny_qwen2
 
     before = torch.get_num_threads()
     try:
         model = make_tiny_qwen2(dtype=torch.float32)
         loaded = LoadedModel(model, None, torch.device("cpu"), torch.float32, "tiny", 0.0, "hf-dir", "tiny")
-        threads, cost = _tune(loaded, None)
+        threads, cost = tune(loaded, None)
         assert threads is not None and threads >= 1
         assert cost is not None and [n for n, _ in cost.points] == list(COST_SIZES)
         assert cost.points[0] == (1, 1.0)

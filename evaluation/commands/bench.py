@@ -1,21 +1,29 @@
 """`lookahead-lsp bench`: decoding speed of every decoder configuration on the same holes cut from real code.
 
-Also holds the options and loading steps that ``eval`` shares (corpus, workloads, model).
+Also holds the options and loading steps that the other evaluation commands share (corpus, workloads, model).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+import torch
+
+from decoder.model import LoadedModel, ModelLoadError, configure_torch_threads, load_model, stop_token_ids
+from evaluation.llama_peer import PeerError, peer_configs, started_peers
+from evaluation.lsp_replay import compare_sessions, replay, replay_markdown, session_holes, sessions_markdown
+from evaluation.remote_bench import resident_bytes
+from evaluation.report import bench_markdown, machine_description, write_bench
+from evaluation.speed import BenchResult, ContextBuilder, DecoderConfig, parse_decoders, run_bench
+from evaluation.workloads import WORKLOADS, Corpus, Hole, make_holes
 from lsp_server.cli import UsageError
 
-if TYPE_CHECKING:
-    from decoder.model import LoadedModel
-    from evaluation.speed import BenchResult, ContextBuilder, DecoderConfig
-    from evaluation.workloads import Corpus, Hole
+DEFAULT_DECODERS = "greedy,hf,hf-pld,lookahead,ablations"
 
 
 def add_workload_arguments(parser: argparse.ArgumentParser, workloads: str, max_new_tokens: int) -> None:
@@ -41,8 +49,6 @@ def add_workload_arguments(parser: argparse.ArgumentParser, workloads: str, max_
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from evaluation.speed import DEFAULT_DECODERS
-
     add_workload_arguments(parser, "fim,repo,none", max_new_tokens=48)
     parser.add_argument(
         "--decoders",
@@ -80,8 +86,6 @@ def progress(message: str, fraction: float | None = None) -> None:
 
 
 def load_holes(args: argparse.Namespace) -> tuple[Corpus, list[Hole]]:
-    from evaluation.workloads import WORKLOADS, Corpus, make_holes
-
     try:
         corpus = Corpus.load(args.corpus)
     except (FileNotFoundError, ValueError) as exc:
@@ -100,8 +104,6 @@ def load_holes(args: argparse.Namespace) -> tuple[Corpus, list[Hole]]:
 
 
 def load(args: argparse.Namespace) -> LoadedModel:
-    from decoder.model import ModelLoadError, configure_torch_threads, load_model
-
     configure_torch_threads()
     try:
         return load_model(
@@ -117,10 +119,9 @@ def load(args: argparse.Namespace) -> LoadedModel:
 
 
 def run_meta(args: argparse.Namespace, corpus: Corpus, loaded: LoadedModel) -> dict[str, Any]:
-    from evaluation.report import machine_description
-
     return {
         "model": f"{loaded.spec} ({loaded.source}: {loaded.path})",
+        "model_spec": loaded.spec,
         "device": f"{loaded.device} {loaded.dtype}, {loaded.weights} weights, prefill {loaded.prefill_dtype}".replace(
             "torch.", ""
         ),
@@ -135,11 +136,6 @@ def run_meta(args: argparse.Namespace, corpus: Corpus, loaded: LoadedModel) -> d
 
 
 def run(args: argparse.Namespace) -> int:
-    from evaluation.llama_peer import peer_configs
-    from evaluation.remote_bench import resident_bytes
-    from evaluation.report import bench_markdown, write_bench
-    from evaluation.speed import ContextBuilder, parse_decoders
-
     try:
         configs = parse_decoders(args.decoders, args.sweep)
     except ValueError as exc:
@@ -173,14 +169,6 @@ def bench_beside_peers(
 ) -> BenchResult:
     """``run_bench`` with the peer configurations' llama-servers running (same GGUF; torch's threads unless
     --peer-threads), stopped however it ends; their resident memory goes into ``meta``."""
-    import tempfile
-
-    import torch
-
-    from decoder.model import stop_token_ids
-    from evaluation.llama_peer import PeerError, started_peers
-    from evaluation.speed import run_bench
-
     logs = Path(args.out) / "llama-server" if args.out else Path(tempfile.mkdtemp(prefix="lookahead-peer-"))
     threads = args.peer_threads or torch.get_num_threads()
     try:
@@ -221,10 +209,6 @@ def _mb(size: int) -> int:
 
 def replay_through_daemon(args: argparse.Namespace, corpus: Corpus, holes: list[Hole]) -> list[Path]:
     """Type the first multi-line hole into ``lookahead-lsp serve``; print (and with --out write) the table."""
-    import json
-
-    from evaluation.lsp_replay import replay, replay_markdown
-
     hole = next((h for h in holes if "\n" in h.middle), holes[0])
     progress(f"replaying a typing session at {hole.id} through the daemon")
     result = replay(hole, corpus, args.model, args.max_new_tokens, args.lsp_keystrokes)
@@ -244,8 +228,6 @@ def replay_through_daemon(args: argparse.Namespace, corpus: Corpus, holes: list[
 
 def replay_sessions(args: argparse.Namespace, corpus: Corpus) -> str:
     """Typing sessions in one large file, latency features on and off (``evaluation/lsp_replay.py``)."""
-    from evaluation.lsp_replay import compare_sessions, session_holes, sessions_markdown
-
     path = args.lsp_file or max(corpus.files, key=lambda f: f.text.count("\n")).path
     holes = session_holes(corpus, path, args.lsp_holes, args.seed)
     progress(f"typing sessions in {path}: {len(holes)} holes, background prefill on and off")

@@ -1,0 +1,1 @@
+"""The evaluation subcommands of `lookahead-lsp` (bench, eval, bench-*): arguments and runs, one module each."""

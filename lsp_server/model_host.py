@@ -1,0 +1,355 @@
+"""The model host: loads (and reloads) the model, tunes it for the machine and makes its backend.
+
+A load runs on a daemon thread (a load in flight never delays exit) or, for the ``complete`` command, in the
+caller. After loading a local model it picks torch's CPU thread count and measures the forward-pass cost model
+by timing a few passes (about a second) before the model is declared ready. Each load gets a generation number;
+a load whose generation is no longer current discards its result. The backend for the current settings is kept
+while they stay the same; only the scheduler's model worker calls :meth:`ModelHost.backend`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+from context.healing import vocab_index
+from context.prompt import PromptBuilder, layout_builder
+from context.syntax import analyze
+from decoder.backend import Backend, local_backend, remote_backend
+from lsp_server.config import Config
+
+if TYPE_CHECKING:
+    from decoder.model import LoadedModel
+    from decoder.policy import CostModel
+
+log = logging.getLogger(__name__)
+
+ModelState = Literal["idle", "loading", "ready", "failed"]
+Task = Literal["model", "index"]
+
+
+class EngineEvents(Protocol):
+    """What the engine tells its owner (the server forwards these as $/progress and showMessage)."""
+
+    def progress(self, task: Task, message: str, fraction: float | None) -> None: ...
+
+    def finished(self, task: Task, message: str) -> None: ...
+
+    def failed(self, task: Task, message: str) -> None: ...
+
+    def notice(self, message: str, error: bool) -> None: ...
+
+
+class QuietEvents:
+    """Events for the command line: progress to the log; failures are raised to the caller."""
+
+    def progress(self, task: Task, message: str, fraction: float | None) -> None:
+        log.info("%s: %s%s", task, message, "" if fraction is None else f" ({fraction:.0%})")
+
+    def finished(self, task: Task, message: str) -> None:
+        log.info("%s: %s", task, message)
+
+    def failed(self, task: Task, message: str) -> None:
+        log.info("%s: %s", task, message)  # the caller reports it (load_now raises)
+
+    def notice(self, message: str, error: bool) -> None:
+        log.log(logging.WARNING if error else logging.INFO, "%s", message)
+
+
+@dataclass(frozen=True)
+class ModelSlot:
+    """One loaded model and the settings it was loaded with; replaced whole on a reload."""
+
+    loaded: LoadedModel
+    generation: int
+    stop_ids: frozenset[int]  # end-of-completion token ids (computed once: get_vocab is slow)
+    cost: CostModel | None = None  # measured forward-pass cost (local models); None: the device's default
+    threads: int | None = None  # torch intra-op threads chosen at load
+
+
+class ModelHost:
+    """The model, its tuning and its backend for the current settings."""
+
+    def __init__(self, config: Config, events: EngineEvents) -> None:
+        self.config = config
+        self.events = events
+        self.state: ModelState = "idle"
+        self.error: str | None = None
+        self._slot: ModelSlot | None = None
+        self._generation = 0
+        self._backend: tuple[tuple[Any, ...], Backend] | None = None
+        self._builder: tuple[tuple[Any, ...], PromptBuilder] | None = None
+        self._lock = threading.Lock()
+
+    # ---- loading ---------------------------------------------------------------------------------
+
+    def start(self, on_ready: Callable[[int], None]) -> None:
+        """Load the model on a background thread; then ``on_ready(generation)`` on that thread."""
+        generation = self._begin()
+        threading.Thread(target=self._load, args=(generation, on_ready), name="engine-loader", daemon=True).start()
+
+    def load_now(self, on_ready: Callable[[int], None]) -> None:
+        """Load synchronously (the ``complete`` command); raises ``ModelLoadError`` on failure."""
+        self._load(self._begin(), on_ready, raise_errors=True)
+
+    def stop(self) -> None:
+        """Discard a load in flight and close the backend. Idempotent."""
+        with self._lock:
+            self._generation += 1
+        self._close_backend()
+
+    @property
+    def generation(self) -> int:
+        """The latest load's number (a stop also moves it on)."""
+        return self._generation
+
+    def current(self, generation: int) -> bool:
+        """Whether ``generation`` is the latest load (not superseded by another load or a stop)."""
+        return generation == self._generation
+
+    def apply_config(self, config: Config) -> None:
+        """Take new settings (the caller reloads when the model's settings changed)."""
+        previous, self.config = self.config, config
+        if config.threads != previous.threads and config.threads is not None and config.local:
+            configure_threads(config.threads)
+
+    def _begin(self) -> int:
+        with self._lock:
+            self._generation += 1
+            self.state, self.error = "loading", None
+            return self._generation
+
+    def _load(self, generation: int, on_ready: Callable[[int], None], raise_errors: bool = False) -> None:
+        # deferred: decoder.model imports torch (seconds); the daemon answers `initialize` before it loads
+        from decoder.model import ModelLoadError, stop_token_ids
+
+        config = self.config
+        started = time.perf_counter()
+        self.events.progress("model", f"loading {config.model}", 0.0)
+        if config.local:
+            configure_threads(config.threads)  # inter-op threads: only before torch's first parallel work
+        try:
+            loaded = load(config, lambda message, fraction: self.events.progress("model", message, fraction))
+        except Exception as exc:  # ModelLoadError, and anything a broken checkpoint raises
+            reason = str(exc) if isinstance(exc, ModelLoadError) else f"{type(exc).__name__}: {exc}"
+            with self._lock:
+                if self.current(generation):
+                    self.state, self.error = "failed", reason
+            self.events.failed("model", f"lookahead: cannot load model {config.model!r}: {reason}")
+            if raise_errors:
+                raise
+            return
+        self.events.progress("model", "preparing the tokenizer's tables", 0.95)
+        warm_up(loaded.tokenizer)
+        threads, cost = None, None
+        if loaded.model is not None:
+            self.events.progress("model", "measuring forward passes", 0.97)
+            threads, cost = tune(loaded, config.threads)
+        with self._lock:
+            if not self.current(generation):
+                return
+            self._slot = ModelSlot(loaded, generation, stop_token_ids(loaded.tokenizer), cost, threads)
+            self._builder = None
+            self.state = "ready"
+        self._close_backend()
+        seconds = time.perf_counter() - started
+        self.events.finished("model", f"{config.model} ready on {loaded.device} in {seconds:.1f} s")
+        on_ready(generation)
+
+    # ---- the loaded model -------------------------------------------------------------------------
+
+    @property
+    def loaded(self) -> bool:
+        return self._slot is not None
+
+    @property
+    def model(self) -> LoadedModel:
+        return self._loaded_slot().loaded
+
+    @property
+    def tokenizer(self) -> Any:
+        return self._loaded_slot().loaded.tokenizer
+
+    @property
+    def stop_ids(self) -> frozenset[int]:
+        return self._loaded_slot().stop_ids
+
+    def _loaded_slot(self) -> ModelSlot:
+        slot = self._slot
+        if slot is None:
+            raise RuntimeError("the model is not loaded")
+        return slot
+
+    def backend(self) -> Backend:
+        """The backend for the current settings over the current model; kept while they stay the same."""
+        slot = self._loaded_slot()
+        key = (slot.generation, *self.config.decoder_key())
+        if self._backend is None or self._backend[0] != key:
+            self._close_backend()
+            self._backend = (key, make_backend(slot.loaded, self.config, self.events, slot.cost))
+        return self._backend[1]
+
+    def _close_backend(self) -> None:
+        current, self._backend = self._backend, None
+        if current is not None:
+            current[1].close()
+
+    def prompt_settings(self) -> tuple[str, int]:
+        """The (layout, token budget) in force: the settings, or the defaults for the model's device."""
+        device = self._loaded_slot().loaded.device.type if self.config.local else "remote"
+        return self.config.prompt_settings(device)
+
+    def prompt_builder(self) -> PromptBuilder:
+        """The prompt builder for the current tokenizer and budget (it caches snippet token ids)."""
+        slot = self._loaded_slot()
+        layout, total = self.prompt_settings()
+        key = (slot.generation, layout, total, self.config.local)
+        if self._builder is None or self._builder[0] != key:
+            heal = self.config.local  # remote engines cannot force the first tokens
+            builder = layout_builder(slot.loaded.tokenizer, layout, total, heal)  # type: ignore[arg-type]  # parsed
+            self._builder = (key, builder)
+        return self._builder[1]
+
+    def describe(self) -> dict[str, Any]:
+        """The model's state for ``lookahead.stats``."""
+        slot = self._slot
+        info: dict[str, Any] = {"state": self.state, "error": self.error, "decoder": self.config.decoder}
+        if slot is not None:
+            loaded = slot.loaded
+            info.update(
+                spec=loaded.spec,
+                source=loaded.source,
+                device=str(loaded.device),
+                dtype=str(loaded.dtype),
+                loadSeconds=round(loaded.load_seconds, 2),
+                threads=slot.threads,
+                costModel=[list(point) for point in slot.cost.points] if slot.cost is not None else None,
+            )
+            layout, budget = self.prompt_settings()
+            info.update(promptLayout=layout, tokenBudget=budget)
+        backend = self._backend[1] if self._backend is not None else None
+        described = backend.describe() if backend is not None else None
+        if described is not None:
+            info["remote"] = described
+        return info
+
+
+# ---- from settings to the decoder/ package (one place to adapt to its signatures) ---------------------
+
+
+def load(config: Config, progress: Callable[[str, float | None], None]) -> LoadedModel:
+    """The model (local decoders), or only its tokenizer (remote: the engine holds the weights)."""
+    # deferred: torch and transformers take seconds to import; the daemon answers `initialize` first
+    import torch
+    from transformers import AutoTokenizer
+
+    from decoder.model import LoadedModel, ModelLoadError, load_model, resolve_spec
+
+    if config.local:
+        return load_model(
+            config.model,
+            config.device,
+            config.dtype,
+            progress,
+            prefill_dtype=config.prefill_dtype,
+            weights=config.weights,
+        )
+    started = time.perf_counter()
+    where, source = resolve_spec(config.model, progress)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(where, local_files_only=True)
+    except (OSError, ValueError) as exc:
+        raise ModelLoadError(f"cannot load the tokenizer of {config.model!r} from {where}: {exc}") from exc
+    seconds = time.perf_counter() - started
+    return LoadedModel(None, tokenizer, torch.device("cpu"), torch.float32, config.model, seconds, source, where)
+
+
+def make_backend(loaded: LoadedModel, config: Config, events: EngineEvents, cost: CostModel | None) -> Backend:
+    """The local decoder (lookahead or greedy) over the model, or the remote engine's client."""
+    if config.decoder == "remote":
+        remote = config.remote
+        assert remote is not None  # parse_config guarantees it
+        return remote_backend(
+            remote,
+            loaded.tokenizer,
+            on_outage=lambda message: events.notice(message, True),
+            on_recovery=lambda: events.notice(f"lookahead: the remote engine at {remote.url} is back", False),
+        )
+    from decoder.lookahead import LookaheadConfig  # deferred: imports torch (see `load`)
+
+    options: dict[str, Any] = {"window": config.window, "ngram": config.ngram, "draft_len": config.draft_length}
+    if config.verify is not None:
+        options["verify"] = config.verify
+    return local_backend(loaded.model, config.decoder, LookaheadConfig(**options), cost)
+
+
+def configure_threads(threads: int | None) -> None:
+    """torch's thread counts (None: the physical cores)."""
+    from decoder.model import configure_torch_threads  # deferred: imports torch (see `_load`)
+
+    configure_torch_threads(threads)
+
+
+def choose_threads(time_pass: Callable[[], float], candidates: Sequence[int], set_threads: Callable[[int], Any]) -> int:
+    """The candidate thread count whose pass is fastest (one untimed pass each, then the better of two).
+
+    On a CPU shared with other busy processes one thread can be several times faster than one per core
+    (measured: docs/benchmarks.md), so the choice is measured, not assumed. A candidate whose untimed pass
+    is already three times slower than the best is not timed further."""
+    best, best_s = candidates[0], float("inf")
+    for threads in candidates:
+        set_threads(threads)
+        first = time_pass()
+        if first > 3 * best_s:
+            continue
+        seconds = min(first, time_pass(), time_pass())
+        if seconds < best_s:
+            best, best_s = threads, seconds
+    set_threads(best)
+    return best
+
+
+def tune(loaded: LoadedModel, threads: int | None) -> tuple[int | None, CostModel | None]:
+    """Thread count (CPU, unless set) and the measured cost model; (None, None) if measuring fails."""
+    # deferred: torch (see `load`)
+    import torch
+
+    from decoder.forward import forward, measure_cost
+    from decoder.kv import PrefixKV
+    from decoder.model import configure_torch_threads, physical_cores
+
+    try:
+        if loaded.device.type == "cpu" and threads is None:
+            torch.set_num_threads(1)  # the smallest candidate first: contended cores make more threads slower
+        kv = PrefixKV()
+        forward(loaded.model, kv, [10], last_only=True)
+
+        def time_pass() -> float:
+            t0 = time.perf_counter()
+            forward(loaded.model, kv, [20])[-1, 0].item()
+            kv.cache.crop(-1)
+            return time.perf_counter() - t0
+
+        if loaded.device.type == "cpu" and threads is None:
+            started = time.perf_counter()
+            threads = choose_threads(time_pass, sorted({1, physical_cores()}), configure_torch_threads)
+            log.info("torch threads: %d (chosen in %.2f s)", threads, time.perf_counter() - started)
+        elif loaded.device.type == "cpu":
+            threads = torch.get_num_threads()
+        started = time.perf_counter()
+        cost = measure_cost(loaded.model)
+        log.info("cost model %s (measured in %.2f s)", cost.points, time.perf_counter() - started)
+        return threads, cost
+    except Exception:
+        log.exception("measuring forward passes failed; using the default cost model")
+        return threads, None
+
+
+def warm_up(tokenizer: Any) -> None:
+    """Build what the first completion would otherwise wait for (the healing vocabulary, a grammar)."""
+    vocab_index(tokenizer)
+    analyze("x = 1\n", 5, "python")
