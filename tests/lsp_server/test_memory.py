@@ -61,3 +61,16 @@ def test_a_capacity_the_user_set_wins(monkeypatch: pytest.MonkeyPatch) -> None:
     memory.bound_kernel_caches(16)
     assert os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] == "500"
     assert os.environ["LRU_CACHE_CAPACITY"] == "16"
+
+
+def test_serve_bounds_the_caches_before_it_serves() -> None:
+    """The daemon (stdin at its end at once) has set both capacities by the time it stops."""
+    env = {k: v for k, v in os.environ.items() if k not in memory.KERNEL_CACHE_VARIABLES}
+    code = (
+        "import os, sys\nfrom lsp_server.cli import main\nmain(['serve'])\n"
+        "print([os.environ.get(name) for name in sys.argv[1:]], file=sys.stderr)"
+    )
+    out = subprocess.run([sys.executable, "-c", code, *memory.KERNEL_CACHE_VARIABLES], env=env,
+                         stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    expected = str(memory.KERNEL_CACHE_ENTRIES)
+    assert out.stderr.strip().splitlines()[-1] == str([expected, expected]), out.stderr
