@@ -267,24 +267,51 @@ def text_decoder(tokenizer: Any) -> Callable[[Sequence[int]], str]:
     return decode
 
 
+Publish = Callable[[Sequence[int], str], None]
+"""A publish point: (the tokens kept, the visible text cut there); decoding goes on after it."""
+
+
 def make_stop_fn(
     decode: Callable[[Sequence[int]], str],
     rules: StopRules,
     healed_text: str = "",
     out_of_time: Callable[[], bool] | None = None,
     line_end: WordEnd | None = None,
+    *,
+    line_late: Callable[[], bool] | None = None,
+    publish: Publish | None = None,
 ) -> StopFn:
     """Adapt ``rules`` to the decoder's :data:`~decoder.types.StopFn` (tokens in, tokens to keep out).
 
     ``healed_text``: characters before the cursor that token healing removed from the prompt; the generated
     text starts with them, and the rules apply to what follows. The text is decoded whole at each step
     (cheap for a few hundred tokens) and checked only when it grew.
-    ``out_of_time``: once it says so, a completion ends at its next complete line
+
+    The keystroke deadlines (clocks that say when they have passed; a line is never cut by them, except by
+    the runaway cap):
+    ``out_of_time``: once it says so, a completion with a complete line ends at its last complete line
     (:meth:`StopRules.complete_lines`), so a block on a slow device shows the lines it has instead of waiting.
-    ``line_end``: once its clock says so, a completion still on its first line ends where its current word
-    does (:class:`WordEnd`), so a long line on a slow device shows the words it has.
+    ``line_late``: once it says so while the completion is still on its first line, the completion ends where
+    that line ends (as llama.cpp's ``t_max_predict_ms`` only counts after the first line break).
+    ``line_end``: the hard cap for a runaway first line: once its clock says so, a completion still on its
+    first line ends where its current word does (:class:`WordEnd`).
+
+    ``publish``: deadlines become publish points instead of stop points: each cut calls ``publish`` and
+    decoding goes on (the stop rules still end it); once published, every further complete line is
+    published too (the rest of the line, then the block, each as soon as it is there).
     """
-    last = {"length": -1}
+    last = {"length": -1, "published": -1}
+    lines_due = {"now": False}
+
+    def deadline_cut(visible: str) -> int | None:
+        first_line = "\n" not in visible
+        if first_line and line_late is not None and not lines_due["now"] and line_late():
+            lines_due["now"] = True  # late on the first line: it ends with that line
+        if not first_line and (lines_due["now"] or last["published"] >= 0 or (out_of_time and out_of_time())):
+            return rules.complete_lines(visible)
+        if first_line and line_end is not None:
+            return line_end.cut(visible)
+        return None
 
     def stop(tokens: Sequence[int]) -> int | None:
         text = decode(tokens)
@@ -293,13 +320,18 @@ def make_stop_fn(
         last["length"] = len(text)
         visible = strip_healed(text, healed_text)
         cut = rules.check(visible)
-        if cut is None and out_of_time is not None and "\n" in visible and out_of_time():
-            cut = rules.complete_lines(visible)
-        if cut is None and line_end is not None and "\n" not in visible:
-            cut = line_end.cut(visible)
+        if cut is not None:
+            return _tokens_to_keep(decode, tokens, len(healed_text) + cut)
+        cut = deadline_cut(visible)
         if cut is None:
             return None
-        return _tokens_to_keep(decode, tokens, len(healed_text) + cut)
+        keep = _tokens_to_keep(decode, tokens, len(healed_text) + cut)
+        if publish is None:
+            return keep
+        if cut > last["published"]:
+            last["published"] = cut
+            publish(tokens[:keep], visible[:cut])
+        return None
 
     return stop
 

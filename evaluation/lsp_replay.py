@@ -15,10 +15,19 @@ cursor is placed (Neovim on InsertEnter; not timed), pauses, then types the hole
 newline and the indentation after it are one key, as an editor's auto-indent makes them). Cases: ``open``,
 the first keystroke after the pause; ``newline``, the keystroke that starts a new line; ``typing``, the
 other keystrokes.
+
+:func:`compare_pauses` measures what a typist sees after a pause (progressive ghost text): for each hole, the
+last key before the cursor is typed and the client then only watches, as the editors do: it asks again on
+each ``lookahead/completionReady``. Per pause: the time to the first ghost text, until the whole first line
+is shown, until the whole block is shown (both: as the deadline-free completion has them), and whether the
+text shown 1 s and 3 s after the key equals the removed code; per daemon configuration in
+:data:`PAUSE_MODES` (progressive on and off, deadlines on and off, the word-end cut of before), one daemon
+each, the modes taking turns at each hole.
 """
 
 from __future__ import annotations
 
+import contextlib
 import random
 import shutil
 import statistics
@@ -31,7 +40,7 @@ from typing import Any
 
 from evaluation.lsp_client import LspClient
 from evaluation.report import markdown_table
-from evaluation.workloads import Corpus, Hole, statement_spans
+from evaluation.workloads import Corpus, Hole, make_holes, statement_spans
 
 READY_TIMEOUT_S = 900.0
 ANSWER_TIMEOUT_S = 300.0
@@ -328,3 +337,190 @@ def sessions_markdown(keys: list[CaseKey]) -> str:
         headers += [f"{mode}: keys", f"{mode}: typed through", f"{mode}: p50 ms", f"{mode}: p90 ms"]
     headers.append("p50 off / on")
     return markdown_table(headers, rows)
+
+
+# ---- what a typist sees after a pause: progressive ghost text -----------------------------------------
+
+READY = "lookahead/completionReady"
+STATS = "lookahead/completionStats"
+WATCH_S = 10.0  # a pause is watched this long at most
+SHOWN_AT_S = (1.0, 3.0)
+PAUSE_MODES: dict[str, dict[str, Any]] = {
+    "progressive": {},  # the defaults: deadlines at line ends, decoding goes on, the client asks again
+    "deadlines": {"progressive": False},  # the deadlines end what is shown: no more without a key
+    "no deadlines": {"progressive": False, "lineDeadlineMs": None, "multilineDeadlineMs": None, "lineCapMs": None},
+    # before: a first line cut where its word ended 600 ms after the key
+    "word cut": {"progressive": False, "lineDeadlineMs": None, "lineCapMs": 600},
+}
+REFERENCE_MODE = "no deadlines"  # the deadline-free completion: what "whole line" and "whole block" mean ...
+RUN_TO_THE_END = ("progressive", "no deadlines")  # ... except where a mode's own runs end by themselves
+# (the same prompt on two daemons can decode differently: their KV caches were filled by different passes)
+
+
+@dataclass
+class Pause:
+    mode: str
+    hole: Hole
+    shown: list[tuple[float, str]] = field(default_factory=list)  # (seconds after the key, text shown)
+
+    def at(self, seconds: float) -> str:
+        """The text shown ``seconds`` after the key."""
+        text = ""
+        for t, shown in self.shown:
+            if t <= seconds:
+                text = shown
+        return text
+
+    def first_s(self) -> float | None:
+        return next((t for t, text in self.shown if text.strip()), None)
+
+    def when(self, reached: Any) -> float | None:
+        """The first time ``reached(text)`` holds for the text shown."""
+        return next((t for t, text in self.shown if reached(text)), None)
+
+    @property
+    def final(self) -> str:
+        return self.shown[-1][1] if self.shown else ""
+
+
+def pause_holes(corpus: Corpus, count: int, seed: int = 0) -> list[Hole]:
+    """Half lines from a random column (``midline``), half multi-line statements (blocks)."""
+    lines = make_holes(corpus, "midline", count // 2, seed)
+    blocks = [h for h in make_holes(corpus, "fim", 2 * count, seed) if h.kind == "multi-line"]
+    return lines + blocks[: count - len(lines)]
+
+
+def watch_pause(client: LspClient, hole: Hole, uri: str, version: int, mode: str) -> Pause:
+    """Type the last key before ``hole``'s cursor, then watch as an editor does: ask again on each
+    ``lookahead/completionReady`` for this document, until the run's end (its stats) or :data:`WATCH_S`."""
+    pause = Pause(mode, hole)
+    text = hole.prefix + hole.suffix
+    seen = len(client.notifications)
+    t0 = time.perf_counter()
+    client.notify(
+        "textDocument/didChange", {"textDocument": {"uri": uri, "version": version}, "contentChanges": [{"text": text}]}
+    )
+    request_id, shown = _inline(client, uri, hole.prefix)
+    pause.shown.append((time.perf_counter() - t0, shown))
+    ended = False
+    while not ended and time.perf_counter() - t0 < WATCH_S:
+        messages = client.notifications[seen:]
+        seen += len(messages)
+        ended = request_id is None or any(
+            m["method"] == STATS and m["params"].get("requestId") == request_id for m in messages
+        )
+        if any(m["method"] == READY and m["params"].get("uri") == uri for m in messages):
+            _, shown = _inline(client, uri, hole.prefix)
+            pause.shown.append((time.perf_counter() - t0, shown))
+        elif not ended:
+            time.sleep(0.01)
+    return pause
+
+
+def _warm_runs(client: LspClient) -> int:
+    return int(client.command("lookahead.stats", timeout=ANSWER_TIMEOUT_S)["totals"].get("warmRuns", 0))
+
+
+def pause_at(client: LspClient, root: Path, hole: Hole, mode: str) -> Pause:
+    """Open ``hole``'s file two keys before the cursor and type one (the daemon learns the cursor and prefills
+    its prompt in idle time, as while a typist types), wait for that background prefill, then
+    :func:`watch_pause` types the last key. No completion is asked for before it: every pause is a model run
+    (none is typed through an earlier answer)."""
+    uri = (root / hole.path).as_uri()
+    opened = {"uri": uri, "languageId": "python", "version": 1, "text": hole.prefix[:-2] + hole.suffix}
+    warm_runs = _warm_runs(client)
+    client.notify("textDocument/didOpen", {"textDocument": opened})
+    one_key = {"textDocument": {"uri": uri, "version": 2}, "contentChanges": [{"text": hole.prefix[:-1] + hole.suffix}]}
+    client.notify("textDocument/didChange", one_key)
+    deadline = time.monotonic() + ANSWER_TIMEOUT_S
+    while _warm_runs(client) <= warm_runs and time.monotonic() < deadline:
+        time.sleep(0.2)
+    pause = watch_pause(client, hole, uri, 3, mode)
+    client.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
+    return pause
+
+
+def compare_pauses(
+    corpus: Corpus, holes: list[Hole], model: str, max_new_tokens: int, modes: list[str] | None = None
+) -> list[Pause]:
+    """One daemon per mode of :data:`PAUSE_MODES` (all, or ``modes``), all started first; then every hole is
+    paused at in each mode in turn (the order rotating from hole to hole), so that on a shared CPU the modes
+    meet the same load and compare within a hole."""
+    modes = modes or list(PAUSE_MODES)
+    pauses: list[Pause] = []
+    with tempfile.TemporaryDirectory(prefix="lookahead-pause-") as tmp, contextlib.ExitStack() as stack:
+        daemons: dict[str, tuple[LspClient, Path]] = {}
+        for i, mode in enumerate(modes):
+            root = _workspace_copy(corpus, str(Path(tmp) / str(i)))
+            client = _start_daemon(root, {"model": model, "maxNewTokens": max_new_tokens, **PAUSE_MODES[mode]})
+            stack.callback(client.close)
+            daemons[mode] = (client, root)
+        for n, hole in enumerate(holes):
+            for mode in modes[n % len(modes) :] + modes[: n % len(modes)]:
+                pauses.append(pause_at(*daemons[mode], hole, mode))
+            print(f"pause {n + 1}/{len(holes)} {hole.id}", file=sys.stderr, flush=True)
+    return pauses
+
+
+def _p50(values: list[float | None]) -> str:
+    """The median, a missing value counting as never (so a median past the end reads "never")."""
+    ordered = sorted(float("inf") if v is None else v for v in values)
+    if not ordered:
+        return ""
+    middle = ordered[(len(ordered) - 1) // 2]
+    return "never" if middle == float("inf") else f"{middle:.2f}"
+
+
+def _first_line(text: str) -> str:
+    return text.split("\n", 1)[0].rstrip()
+
+
+def pauses_markdown(pauses: list[Pause]) -> str:
+    """Per mode: p50 seconds to the first ghost text, to the whole line and (blocks) the whole block, how many
+    got there, and exact matches of the text shown 1 s, 3 s and at the end against the removed code."""
+    reference = {(p.hole.id, p.hole.middle): p.final for p in pauses if p.mode == REFERENCE_MODE}
+    rows = []
+    for mode in dict.fromkeys(p.mode for p in pauses):
+        mine = [p for p in pauses if p.mode == mode]
+        whole = [
+            p.final if mode in RUN_TO_THE_END else reference.get((p.hole.id, p.hole.middle), p.final) for p in mine
+        ]
+        line = [
+            p.when(lambda t, w=w: _first_line(t) == _first_line(w) and w.strip() != "")
+            for p, w in zip(mine, whole, strict=True)
+        ]
+        blocks = [(p, w) for p, w in zip(mine, whole, strict=True) if "\n" in w.strip()]
+        block = [p.when(lambda t, w=w: t.rstrip() == w.rstrip()) for p, w in blocks]
+        exact = [sum(p.at(s).rstrip() == p.hole.middle.rstrip() for p in mine) for s in SHOWN_AT_S]
+        rows.append(
+            [
+                mode,
+                len(mine),
+                _p50([p.first_s() for p in mine]),
+                _p50(line),
+                sum(v is not None for v in line),
+                _p50(block),
+                f"{sum(v is not None for v in block)}/{len(blocks)}",
+                *exact,
+                sum(p.final.rstrip() == p.hole.middle.rstrip() for p in mine),
+            ]
+        )
+    headers = ["mode", "pauses", "first ghost p50 s", "whole line p50 s", "lines whole", "whole block p50 s",
+               "blocks whole", "exact at 1 s", "exact at 3 s", "exact at the end"]  # fmt: skip
+    return markdown_table(headers, rows)
+
+
+def pauses_to_json(pauses: list[Pause]) -> list[dict[str, Any]]:
+    return [{"mode": p.mode, "hole": p.hole.id, "middle": p.hole.middle, "shown": p.shown} for p in pauses]
+
+
+def pauses_from_json(rows: list[dict[str, Any]]) -> list[Pause]:
+    """The pauses a ``--pauses --json`` run wrote (each hole rebuilt from its id and removed code)."""
+    pauses = []
+    for row in rows:
+        workload_path, line, column = row["hole"].rsplit(":", 2)
+        workload, path = workload_path.split(":", 1)
+        prefix = "\n" * (int(line) - 1) + " " * int(column)  # the same id; the table needs no more
+        hole = Hole(workload, "", path, prefix, row["middle"], "")
+        pauses.append(Pause(row["mode"], hole, [(float(t), str(text)) for t, text in row["shown"]]))
+    return pauses

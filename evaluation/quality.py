@@ -22,6 +22,7 @@ more than one line.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -129,24 +130,25 @@ class StepClock:
 
 
 def with_deadlines(
-    make_stop: Callable[[Callable[[], bool] | None, Any], Callable[[Sequence[int]], int | None]],
+    make_stop: Callable[..., Callable[[Sequence[int]], int | None]],
     tokens: Sequence[int],
     clock: StepClock,
     key_time: float,
     line_ms: int | None,
     block_ms: int | None,
+    cap_ms: int | None = None,
 ) -> tuple[int, Any]:
     """Replay a decode's steps against the daemon's deadlines counted from ``key_time``: (tokens kept, the
-    :class:`~context.postprocess.WordEnd` that cuts the kept text, or None). ``make_stop(out_of_time,
-    line_end)`` builds the daemon's stop function."""
+    :class:`~context.postprocess.WordEnd` of the runaway-line cap that cuts the kept text, or None).
+    ``make_stop(out_of_time, line_end, line_late=...)`` builds the daemon's stop function."""
     now = [key_time]
 
     def late(ms: int | None) -> Callable[[], bool] | None:
         return None if ms is None else (lambda: (now[0] - key_time) * 1000.0 >= ms)
 
-    line_clock = late(line_ms)
-    line_end = WordEnd(line_clock) if line_clock is not None else None
-    stop = make_stop(late(block_ms), line_end)
+    cap_clock = late(cap_ms)
+    line_end = WordEnd(cap_clock) if cap_clock is not None else None
+    stop = make_stop(late(block_ms), line_end, line_late=late(line_ms))
     for length, at in clock.times:
         now[0] = at
         keep = stop(tokens[:length])
@@ -254,12 +256,13 @@ def run_quality(
                 config = Config()
                 key_time = called + (out.stats.prefill_ms - deadlines_after_ms) / 1000.0
                 n, line_end = with_deadlines(
-                    lambda late, end: make_stop_fn(plan.text_of, plan.rules, plan.healed_text, late, end),  # noqa: B023
+                    functools.partial(make_stop_fn, plan.text_of, plan.rules, plan.healed_text),
                     out.token_ids,
                     clock,
                     key_time,
                     config.line_deadline_ms,
                     config.multiline_deadline_ms,
+                    config.line_cap_ms,
                 )
                 cut_short = n == len(out.token_ids) and out.stats.finish_reason == "length"
                 late_plan = dataclasses.replace(plan, line_end=line_end)

@@ -24,6 +24,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "eval": ("evaluation.commands.eval", "Measure completion quality on fill-in-the-middle holes."),
     "bench-layouts": ("evaluation.commands.layouts", "Prompt layouts and budgets: exact match against keystroke cost."),
     "bench-sessions": ("evaluation.commands.sessions", "Typing sessions through the daemon: keystroke latency."),
+    "bench-pauses": ("evaluation.commands.pauses", "After a pause: first ghost text, whole line and block, exact."),
     "bench-remote": ("evaluation.commands.remote", "The local decoder against a remote engine, keystroke latency."),
     "bench-index": ("evaluation.commands.index", "The workspace n-gram index at workspace scale."),
     "bench-passes": ("evaluation.commands.passes", "Forward-pass time by tokens: ours and transformers'."),

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from context.healing import healing_constraint, strip_healed
-from context.postprocess import StopRules, WordEnd, make_stop_fn, text_decoder, trim
+from context.postprocess import Publish, StopRules, WordEnd, make_stop_fn, text_decoder, trim
 from context.prompt import BuiltPrompt
 from context.syntax import CompletionShape, analyze
 from decoder.drafts import DraftSource, SequenceNgrams
@@ -56,7 +56,8 @@ class Limits:
     max_new_tokens: int
     eos_ids: frozenset[int] = frozenset()
     block_deadline: Clock | None = None  # once it says so, a multi-line completion ends at its next complete line
-    line_deadline: Clock | None = None  # once it says so, a first line ends where its current word does
+    line_deadline: Clock | None = None  # once it says so on the first line, the completion ends where that line does
+    line_cap: Clock | None = None  # once it says so, a runaway first line ends where its current word does
 
 
 @dataclass(frozen=True)
@@ -68,7 +69,7 @@ class Plan:
     rules: StopRules
     healed_text: str  # characters before the cursor that healing removed from the prompt
     text_of: Callable[[Sequence[int]], str]
-    line_end: WordEnd | None  # where a line out of time ends (set while decoding)
+    line_end: WordEnd | None  # where a runaway line ended (set while decoding; None when deadlines only publish)
     stop: StopFn  # the request's stop function (fresh: it keeps the length it last saw)
     request: DecodeRequest
 
@@ -122,16 +123,29 @@ def plan_completion(
     limits: Limits,
     drafts: Sequence[DraftSource] = (),
     cancel: CancelToken | None = None,
+    publish: Publish | None = None,
 ) -> Plan:
-    """The shape at the cursor, its stop rules and stop function, the healing constraint and the request."""
+    """The shape at the cursor, its stop rules and stop function, the healing constraint and the request.
+
+    ``publish``: the deadlines are publish points (progressive ghost text): each one calls it with the tokens
+    and the visible text it would have ended with, and decoding goes on (:func:`~context.postprocess.make_stop_fn`)."""
     shape = analyze(cursor.text, cursor.offset, cursor.language_id, cursor.path)
     rules = StopRules(shape, cursor.suffix)
     text_of = text_decoder(tokenizer)
-    line_end = WordEnd(limits.line_deadline) if limits.line_deadline is not None else None
-    stop = make_stop_fn(text_of, rules, built.healed_text, limits.block_deadline, line_end)
+    line_end = WordEnd(limits.line_cap) if limits.line_cap is not None else None
+    stop = make_stop_fn(
+        text_of,
+        rules,
+        built.healed_text,
+        limits.block_deadline,
+        line_end,
+        line_late=limits.line_deadline,
+        publish=publish,
+    )
     constraint = healing_constraint(tokenizer, built.healing) if built.healing else None
     request = decode_request(built, limits, drafts, stop=stop, constraint=constraint, cancel=cancel)
-    return Plan(shape, cursor.suffix, rules, built.healed_text, text_of, line_end, stop, request)
+    ended_by = line_end if publish is None else None  # a published cut never ends the text
+    return Plan(shape, cursor.suffix, rules, built.healed_text, text_of, ended_by, stop, request)
 
 
 def decode_request(
@@ -163,4 +177,9 @@ def visible_text(plan: Plan, token_ids: Sequence[int]) -> str:
 
 def finish_completion(plan: Plan, token_ids: Sequence[int], truncated: bool) -> str:
     """The text to insert; ``truncated``: decoding ended on the token limit (its last line is not whole)."""
-    return trim(visible_text(plan, token_ids), plan.shape, plan.suffix, truncated=truncated)
+    return trim_visible(plan, visible_text(plan, token_ids), truncated)
+
+
+def trim_visible(plan: Plan, visible: str, truncated: bool) -> str:
+    """The text to insert for the visible decoded text (from the cursor on)."""
+    return trim(visible, plan.shape, plan.suffix, truncated=truncated)

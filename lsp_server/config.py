@@ -45,7 +45,9 @@ class Config:
     draft_length: int = 15  # longest prompt/suffix/workspace draft verified in one pass (tokens)
     max_new_tokens: int = 64
     multiline_deadline_ms: int | None = 800  # a block still decoding this long after the key ends at a line end
-    line_deadline_ms: int | None = 600  # a first line still decoding this long after the key ends at a word end
+    line_deadline_ms: int | None = 600  # a first line still decoding this long after the key ends at its line end
+    line_cap_ms: int | None = 2500  # a first line still decoding this long after the key ends at a word end
+    progressive: bool = True  # a deadline shows what is there and decoding goes on (lookahead/completionReady)
     token_budget: int | None = None  # prompt tokens at most; None: by device (DEVICE_PROMPT_DEFAULTS)
     prompt_layout: LayoutSetting = "auto"  # "psm", "spm", "psm-short" (context/prompt.py); "auto": by device
     background_prefill: bool = True  # prefill the next prompt in idle time (preempted by any request)
@@ -157,6 +159,8 @@ _SETTINGS: dict[str, tuple[str, Check]] = {
     "maxNewTokens": ("max_new_tokens", _int_between(1, 2048)),
     "multilineDeadlineMs": ("multiline_deadline_ms", _optional(_int_between(0, 600_000))),
     "lineDeadlineMs": ("line_deadline_ms", _optional(_int_between(0, 600_000))),
+    "lineCapMs": ("line_cap_ms", _optional(_int_between(0, 600_000))),
+    "progressive": ("progressive", _bool),
     "tokenBudget": ("token_budget", _optional(_int_between(64, 32768))),
     "promptLayout": ("prompt_layout", _one_of("auto", "psm", "spm", "psm-short")),
     "backgroundPrefill": ("background_prefill", _bool),

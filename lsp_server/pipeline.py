@@ -13,7 +13,7 @@ edit left the cursor (:func:`edit_end`).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -22,7 +22,7 @@ from context.prompt import BuiltPrompt, PromptBuilder, PromptInput
 from decoder.backend import Backend
 from decoder.drafts import DraftSource
 from decoder.types import CancelToken, DecodeStats
-from lsp_server.completion import Cursor, Limits, StageClock, decode_completion, plan_completion
+from lsp_server.completion import Cursor, Limits, StageClock, decode_completion, plan_completion, trim_visible
 from lsp_server.config import Config
 from lsp_server.documents import Document
 
@@ -93,6 +93,7 @@ class Completion:
     token_ids: list[int]
     decode: DecodeStats
     latency_ms: dict[str, float] = field(default_factory=dict)
+    final: bool = True  # False: shown at a deadline while decoding goes on (progressive ghost text)
 
     @property
     def text(self) -> str:
@@ -137,22 +138,43 @@ class Warmed:
         }
 
 
-def complete(snapshot: Snapshot, engine: CompletionEngine, cancel: CancelToken, queue_ms: float = 0.0) -> Completion:
-    """Complete at ``snapshot``; a cancelled run returns what it has (the caller drops it)."""
+def complete(
+    snapshot: Snapshot,
+    engine: CompletionEngine,
+    cancel: CancelToken,
+    queue_ms: float = 0.0,
+    publish: Callable[[Completion], None] | None = None,
+) -> Completion:
+    """Complete at ``snapshot``; a cancelled run returns what it has (the caller drops it).
+
+    The keystroke deadlines (counted from the key: ``queue_ms`` before now) end a completion at a line end
+    (a runaway first line at a word end, ``line_cap_ms``). With ``publish`` they are publish points instead:
+    ``publish`` gets the completion as it would have ended there (``final`` False) and decoding goes on, on
+    the same KV and under the same stop rules, to the whole completion (returned, ``final`` True)."""
     clock = StageClock(queue=queue_ms)
     key_time = time.perf_counter() - queue_ms / 1000.0
+    config = engine.config
     limits = Limits(
-        engine.config.max_new_tokens,
+        config.max_new_tokens,
         engine.stop_ids,
-        block_deadline=deadline(engine.config.multiline_deadline_ms, key_time),
-        line_deadline=deadline(engine.config.line_deadline_ms, key_time),
+        block_deadline=deadline(config.multiline_deadline_ms, key_time),
+        line_deadline=deadline(config.line_deadline_ms, key_time),
+        line_cap=deadline(config.line_cap_ms, key_time),
     )
     doc, offset = snapshot.doc, snapshot.offset
     cursor = Cursor(doc.text, offset, str(snapshot.path), doc.language_id or None)
 
+    def published(tokens: Sequence[int], visible: str) -> None:
+        if publish is not None and not cancel.cancelled:
+            text = trim_visible(plan, visible, truncated=False)
+            stats = DecodeStats(prompt_tokens=len(built.token_ids), new_tokens=len(tokens), finish_reason="stop")
+            edit = edit_for(doc, offset, text)
+            publish(Completion(snapshot.request_id, snapshot, edit, list(tokens), stats, clock.total(), final=False))
+
     with clock.stage("prompt"):
         built = prompt_for(snapshot, engine)
-        plan = plan_completion(engine.tokenizer, built, cursor, limits, engine.draft_sources(), cancel)
+        on_deadline = published if publish is not None else None
+        plan = plan_completion(engine.tokenizer, built, cursor, limits, engine.draft_sources(), cancel, on_deadline)
         engine.set_current(doc.path)
     decoded = decode_completion(engine.backend(), plan, clock)
 
@@ -248,15 +270,16 @@ class Shown:
     request_id: str
 
 
-def typed_through(shown: Shown, doc: Document, offset: int) -> Edit | None:
+def typed_through(shown: Shown, doc: Document, offset: int, whole: bool = False) -> Edit | None:
     """The rest of ``shown`` when the user has typed exactly its start since it was shown, else None.
 
     Holds when the text before the old cursor and after the replaced range are unchanged and the text
-    in between is a proper prefix of the completion followed by the replaced text still there.
+    in between is a proper prefix of the completion (``whole``: or all of it, for a completion still growing)
+    followed by the replaced text still there.
     """
     old, edit = shown.doc.text, shown.edit
     typed_len = offset - edit.start
-    if typed_len <= 0 or typed_len >= len(edit.text):
+    if typed_len <= 0 or typed_len > len(edit.text) or (typed_len == len(edit.text) and not whole):
         return None
     replaced = old[edit.start : edit.end]
     tail = old[edit.end :]

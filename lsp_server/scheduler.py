@@ -9,6 +9,11 @@ decoder step.
 Besides the real jobs there is one *idle* job at most (background prefill): it runs only when no real job
 waits, a newer idle job replaces it, and any real job cancels it (queued: dropped; running: its token is
 set, so it stops within one prefill chunk and the real job runs next).
+
+A progressive job (:meth:`Scheduler.submit_progressive`) may *answer* before it ends: its future resolves
+with what it has, and it goes on as a *continuation* (progressive ghost text: the rest of the line, then the
+block, decoded on the same KV). A continuation is background work: any real job cancels it, like a running
+idle job, and so does a newer job of its key; its future stays resolved with the early answer.
 """
 
 from __future__ import annotations
@@ -31,6 +36,12 @@ T = TypeVar("T")
 
 Work = Callable[[CancelToken, float], "T | None"]
 """What a job does on the worker: gets its cancel token and how long it queued (ms)."""
+
+Answer = Callable[["T"], None]
+"""Resolves a progressive job's future early; the job goes on as a continuation."""
+
+ProgressiveWork = Callable[[CancelToken, float, "Answer[T]"], "T | None"]
+"""A job that may answer before it ends (its third argument)."""
 
 
 @dataclass(eq=False)
@@ -55,6 +66,7 @@ class NewestWins(Generic[T]):
         self.idle: Job[T] | None = None  # the queued idle job
         self.running: Job[T] | None = None
         self._running_idle = False
+        self._continuing = False  # the running job answered early and goes on: any real job cancels it
 
     def submit(self, job: Job[T]) -> list[Job[T]]:
         """Queue ``job``; returns the queued jobs it replaces (the idle one too). A running job of the same
@@ -63,7 +75,7 @@ class NewestWins(Generic[T]):
         if self.idle is not None:
             superseded.append(self.idle)
             self.idle = None
-        if self.running is not None and (self.running.key == job.key or self._running_idle):
+        if self.running is not None and (self.running.key == job.key or self._running_idle or self._continuing):
             self.running.token.cancel()
         self._queued[job.key] = job
         return superseded
@@ -87,16 +99,33 @@ class NewestWins(Generic[T]):
         else:
             return None
         self.running = job
+        self._continuing = False
         return job
 
     @property
     def running_idle(self) -> bool:
         return self.running is not None and self._running_idle
 
+    @property
+    def running_background(self) -> bool:
+        """The running job is the idle one or a continuation."""
+        return self.running is not None and (self._running_idle or self._continuing)
+
+    def continuing(self, job: Job[T]) -> bool:
+        """``job`` answered early and goes on in the background; False (and its token set) when a real job
+        already waits, so that one runs next."""
+        if self.running is not job:
+            return False
+        self._continuing = True
+        if self._queued:
+            job.token.cancel()
+            return False
+        return True
+
     def finish(self, job: Job[T]) -> None:
         if self.running is job:
             self.running = None
-            self._running_idle = False
+            self._running_idle = self._continuing = False
 
     def cancel(self, job_id: str) -> Job[T] | None:
         """Cancel one job: returns it if it was queued (now removed); a running one gets its token set."""
@@ -145,6 +174,20 @@ class Scheduler(Generic[T]):
         """A real job: newest per key wins; it preempts the idle job."""
         return self._add(Job(job_id or f"job-{next(self._ids)}", key, work), idle=False)
 
+    def submit_progressive(self, key: str, work: ProgressiveWork[T], job_id: str | None = None) -> Job[T]:
+        """A real job that may answer early (``work``'s third argument): its future resolves with that answer
+        and the job goes on as a continuation, cancelled by any later real job (and a newer one of its key)."""
+        job: Job[T] = Job(job_id or f"job-{next(self._ids)}", key, lambda token, queue_ms: None)
+        job.work = lambda token, queue_ms: work(token, queue_ms, lambda result: self._answer(job, result))
+        return self._add(job, idle=False)
+
+    def _answer(self, job: Job[T], result: T) -> None:
+        with self._cond:
+            if job.token.cancelled or job.future.done():
+                return
+            self._book.continuing(job)
+        job.resolve(result)
+
     def submit_idle(self, key: str, work: Work[T], job_id: str | None = None) -> Job[T]:
         """An idle job (background prefill): runs only when no real job waits; the newest replaces it."""
         return self._add(Job(job_id or f"idle-{next(self._ids)}", key, work), idle=True)
@@ -168,9 +211,9 @@ class Scheduler(Generic[T]):
 
     @property
     def busy(self) -> bool:
-        """Whether a real job runs or waits (background prefill does not count)."""
+        """Whether a real job runs or waits (background prefill and continuations do not count)."""
         with self._cond:
-            return (self._book.running is not None and not self._book.running_idle) or len(self._book) > 0
+            return (self._book.running is not None and not self._book.running_background) or len(self._book) > 0
 
     @property
     def idle_running(self) -> bool:

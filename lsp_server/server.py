@@ -8,6 +8,12 @@ Everything else lives in pure modules: settings in ``config``, documents and pos
 server keeps its own immutable snapshots, so pygls' copy is not maintained twice) and
 ``$/cancelRequest`` for completions (answered with an empty result, never an error).
 
+Progressive ghost text: a completion cut by a keystroke deadline is answered at once while its decoding goes
+on in the background (``scheduler.submit_progressive``); each longer version is held in the completion cache
+(``held``) and announced with ``lookahead/completionReady`` (uri, version, position) while the document is
+still at that state (or typed through it). The client asks again and is answered from the cache, with no
+model work; a change that does not type through the held text cancels the background decoding.
+
 Background prefill: the server keeps each document's cursor (from completion requests and from where
 ``didChange`` edits end). Once a document has settled (``SETTLE_S`` with no change, request or context
 change), it queues an idle job on the worker that prefills the prompt at that cursor; any real request
@@ -41,17 +47,19 @@ from lsp_server.cli import configure_logging
 from lsp_server.config import Config, parse_config, to_settings
 from lsp_server.documents import Document, DocumentStore
 from lsp_server.engine import Engine
+from lsp_server.held import CompletionCache, Held
 from lsp_server.model_host import Task
-from lsp_server.pipeline import Completion, Edit, Shown, Snapshot, Warmed
+from lsp_server.pipeline import Completion, Edit, Snapshot, Warmed
 from lsp_server.protocol import RobustProtocol
 from lsp_server.rpc import valid_id
-from lsp_server.scheduler import Scheduler
+from lsp_server.scheduler import Answer, Scheduler
 
 log = logging.getLogger(__name__)
 
 NAME = "lookahead-lsp"
 VERSION = "0.1.0"
 STATS_NOTIFICATION = "lookahead/completionStats"
+READY_NOTIFICATION = "lookahead/completionReady"
 CMD_STATS = "lookahead.stats"
 CMD_REINDEX = "lookahead.reindex"
 CMD_ACCEPTED = "lookahead.accepted"
@@ -71,7 +79,7 @@ class StatsBook:
         self.totals[event] += 1
 
     def record(self, completion: Completion) -> None:
-        self.totals["completed"] += 1
+        """A model run ended whole (its answer was counted as ``completed`` when it came)."""
         self.totals["newTokens"] += completion.decode.new_tokens
         self.totals["steps"] += completion.decode.steps
         self.recent.append({**completion.stats(), "chars": len(completion.text), "accepted": False})
@@ -228,7 +236,7 @@ class LookaheadServer(LanguageServer):
         self.scheduler: Scheduler[Completion | Warmed] = Scheduler()
         self.engine: Engine | None = None
         self.book = StatsBook()
-        self.shown: dict[str, Shown] = {}
+        self.held = CompletionCache()
         self.shutdown_requested = False
         self._ids = itertools.count(1)
         self._jobs_by_message: dict[Any, str] = {}
@@ -300,6 +308,8 @@ class LookaheadServer(LanguageServer):
         """Take new settings; bad values are shown to the user and keep their previous values."""
         previous = self.config
         self.config, errors = parse_config(raw, previous)
+        if self.config != previous:
+            self.held = CompletionCache()  # held completions were made under the old settings
         for error in errors:
             self.show(f"lookahead: {error}", types.MessageType.Warning)
         if self.config.log_file != previous.log_file and self.config.log_file:
@@ -335,12 +345,13 @@ class LookaheadServer(LanguageServer):
         if doc is not None:
             if before is not None:
                 self.cursors[doc.uri] = pipeline.edit_end(before.text, doc.text)
+                self._stop_stale_continuation(doc)
             self._document_changed(doc)
 
     def did_close(self, params: types.DidCloseTextDocumentParams) -> None:
         uri = params.text_document.uri
         doc = self.documents.close(uri)
-        self.shown.pop(uri, None)
+        self.held.drop(uri)
         self.cursors.pop(uri, None)
         timer = self._settle.pop(uri, None)
         if timer is not None:
@@ -411,12 +422,12 @@ class LookaheadServer(LanguageServer):
             return None
         self.cursors[uri] = offset
         self.settle_later(uri)
-        shown = self.shown.get(uri)
-        rest = pipeline.typed_through(shown, doc, offset) if shown is not None else None
-        if shown is not None and rest is not None:
-            self.book.count("typedThrough")
-            self.shown[uri] = Shown(doc, rest, shown.request_id)
-            return doc, rest, shown.request_id
+        held = self.held.answer(doc, offset)
+        if held is not None:
+            entry, edit = held
+            self.book.count("heldAnswers" if edit is entry.edit else "typedThrough")
+            entry.answered = True
+            return (doc, edit, entry.request_id) if edit.text else None
         if self.engine is None or not self.engine.ready:
             self.book.count("notReady")
             return None
@@ -426,22 +437,32 @@ class LookaheadServer(LanguageServer):
         if completion is None:
             self.book.count("cancelled")
             return None
-        self.book.record(completion)
-        self.protocol.notify(STATS_NOTIFICATION, completion.stats())
-        if not completion.text:
-            self.shown.pop(uri, None)
-            return None
-        self.shown[uri] = Shown(doc, completion.edit, completion.request_id)
-        return doc, completion.edit, completion.request_id
+        self.book.count("completed")  # a model run answered (its tokens and stats are recorded when it ends)
+        if not completion.final:
+            self.book.count("shownEarly")
+        entry, _ = self.held.hold(completion)  # the latest the run has published: maybe more than its answer
+        entry.answered = True
+        return (doc, entry.edit, entry.request_id) if entry.edit.text else None
 
     async def _run(self, snapshot: Snapshot) -> Completion | None:
         engine = self.engine
         assert engine is not None
+        progressive = self.config.progressive
 
-        def work(cancel: Any, queue_ms: float) -> Completion:
-            return pipeline.complete(snapshot, engine, cancel, queue_ms)
+        def work(cancel: Any, queue_ms: float, answer: Answer[Completion | Warmed]) -> Completion:
+            def publish(partial: Completion) -> None:
+                answer(partial)  # the first one answers the request; decoding goes on
+                self.call_soon(self._published, partial)
 
-        job = self.scheduler.submit(snapshot.doc.uri, work, job_id=snapshot.request_id)
+            try:
+                completion = pipeline.complete(snapshot, engine, cancel, queue_ms, publish if progressive else None)
+                if not cancel.cancelled:
+                    self.call_soon(self._published, completion)
+                return completion
+            finally:
+                self.call_soon(self.held.ended, snapshot.request_id, snapshot.doc, snapshot.offset)
+
+        job = self.scheduler.submit_progressive(snapshot.doc.uri, work, job_id=snapshot.request_id)
         message_id = self.protocol.msg_id
         self._jobs_by_message[message_id] = job.job_id
         try:
@@ -449,6 +470,45 @@ class LookaheadServer(LanguageServer):
             return result if isinstance(result, Completion) else None
         finally:
             self._jobs_by_message.pop(message_id, None)
+
+    def _published(self, completion: Completion) -> None:
+        """A run published (on the event loop): hold it; a whole one's stats are recorded and sent; growth
+        after the answer is announced while the document is still at that state (or typed through it)."""
+        entry, grew = self.held.hold(completion)
+        if completion.final:
+            self.book.record(completion)
+            self.protocol.notify(STATS_NOTIFICATION, completion.stats())
+        position = self._still_shown_at(entry) if grew and entry.answered else None
+        if position is not None:
+            doc, offset = position
+            params = {
+                "uri": doc.uri,
+                "version": doc.version,
+                "position": doc.position_at(offset, self.encoding),
+                "requestId": entry.request_id,
+                "final": entry.final,
+            }
+            self.book.count("readyNotifications")
+            self.protocol.notify(READY_NOTIFICATION, params)
+
+    def _still_shown_at(self, entry: Held) -> tuple[Document, int] | None:
+        """The document and cursor where ``entry`` is still what the user sees: its own state, or one that
+        typed through its text; None when the document moved on."""
+        doc, cursor = self.documents.get(entry.doc.uri), self.cursors.get(entry.doc.uri)
+        if doc is None:
+            return None
+        if doc.version == entry.doc.version and doc.text == entry.doc.text:
+            return doc, entry.offset
+        if cursor is not None and pipeline.typed_through(entry.shown(), doc, cursor, whole=entry.running) is not None:
+            return doc, cursor
+        return None
+
+    def _stop_stale_continuation(self, doc: Document) -> None:
+        """A change that does not type through the held text of a running continuation cancels it."""
+        entry = self.held.running(doc.uri)
+        if entry is not None and self._still_shown_at(entry) is None:
+            entry.running = False
+            self.scheduler.cancel(entry.request_id)
 
     def cancel_completion(self, message_id: Any) -> bool:
         """Cancel the completion job of an LSP request; False when that request is no completion."""

@@ -1,7 +1,9 @@
 """`lookahead-lsp complete FILE --line L --character C`: one completion through the daemon's pipeline.
 
 Prints the completion (or, with ``--json``, its text, token ids and statistics). Positions are 0-based
-and count UTF-16 code units, as in LSP. A bad position, an unreadable file or a model that cannot load
+and count UTF-16 code units, as in LSP. The whole completion: no keystroke deadlines, unless
+``--deadline-ms`` emulates the daemon's (alone: the daemon's own; with a value: line and block deadlines).
+A bad position, an unreadable file or a model that cannot load
 is a one-line error with exit status 2.
 """
 
@@ -36,6 +38,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workspace", type=Path, default=None, help="default: the nearest enclosing repo root")
     parser.add_argument("--no-index", action="store_true", help="no workspace index (drafts from the file only)")
     parser.add_argument("--json", action="store_true", help="print text, token ids and statistics as JSON")
+    parser.add_argument(
+        "--deadline-ms",
+        type=int,
+        nargs="?",
+        const=DAEMON_DEADLINES,
+        default=None,
+        metavar="MS",
+        help="emulate the daemon's keystroke deadlines (alone: its defaults; MS: line and block deadlines, "
+        "counted from the start): shows what the daemon shows first. Default: none, the whole completion",
+    )
+
+
+DAEMON_DEADLINES = -1  # --deadline-ms without a value
 
 
 def repo_root(path: Path) -> Path:
@@ -45,6 +60,15 @@ def repo_root(path: Path) -> Path:
         if (directory / ".git").exists():
             return directory
     return start
+
+
+def with_deadlines(config: Config, deadline_ms: int | None) -> Config:
+    """``config`` with the deadlines of ``--deadline-ms``: none without it, the daemon's alone, else both at MS
+    (and the daemon's runaway-line cap)."""
+    if deadline_ms == DAEMON_DEADLINES:
+        return config
+    cap = config.line_cap_ms if deadline_ms is not None else None
+    return dataclasses.replace(config, line_deadline_ms=deadline_ms, multiline_deadline_ms=deadline_ms, line_cap_ms=cap)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -61,9 +85,11 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"position {args.line}:{args.character} is outside {path} ({doc.line_count} lines)")
     if args.max_new_tokens is not None and args.max_new_tokens < 1:
         raise UsageError("--max-new-tokens must be at least 1")
+    if args.deadline_ms is not None and args.deadline_ms < 0 and args.deadline_ms != DAEMON_DEADLINES:
+        raise UsageError("--deadline-ms must be at least 0")
 
     config = dataclasses.replace(
-        Config(),
+        with_deadlines(Config(), args.deadline_ms),
         model=args.model,
         device=args.device,
         dtype=args.dtype,

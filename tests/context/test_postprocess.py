@@ -277,3 +277,39 @@ def test_complete_lines_ends_after_a_closed_statement() -> None:
     assert rules.complete_lines("call(\n    a,\n") is None  # inside the call's brackets: not a statement yet
     assert rules.complete_lines("x = 1\ncall(\n    a,\n") == 5
     assert rules.complete_lines("call(\n    a,\n)\nmore") == 14
+
+
+def test_a_late_first_line_ends_at_its_line_end_never_inside_it() -> None:
+    shape, suffix = split("def f(a):\n    |\n", "python")
+    tokens = FakeTokens(["x = comp", "ute_total", "(a)", "\n    y", " = 2\n", "    return"])
+    late = {"now": False}
+    stop = make_stop_fn(tokens.decode, StopRules(shape, suffix), line_late=lambda: late["now"])
+    assert stop([0]) is None
+    late["now"] = True
+    assert stop([0, 1]) is None and stop([0, 1, 2]) is None  # late, but the line goes on to its end
+    assert stop([0, 1, 2, 3]) == 3  # it ended: the first line, nothing more
+    early = make_stop_fn(tokens.decode, StopRules(shape, suffix), line_late=lambda: late["now"])
+    late["now"] = False
+    assert early([0, 1, 2, 3]) is None  # in time on the first line: the block goes on ...
+    late["now"] = True
+    assert early([0, 1, 2, 3, 4]) is None  # ... and a line deadline passed after it does not end it
+
+
+def test_deadlines_as_publish_points_publish_the_word_then_the_line_then_each_line() -> None:
+    shape, suffix = split("def f(a):\n    |\n", "python")
+    tokens = FakeTokens(["x = comp", "ute_total", "(a)", "\n    y", " = 2\n", "    z = 3\n"])
+    published: list[tuple[int, str]] = []
+    stop = make_stop_fn(
+        tokens.decode,
+        StopRules(shape, suffix),
+        line_end=WordEnd(lambda: True),  # the runaway-line cap has passed
+        publish=lambda kept, text: published.append((len(kept), text)),
+    )
+    for n in range(1, len(tokens.pieces) + 1):
+        assert stop(list(range(n))) is None  # deadlines never end it: decoding goes on
+    assert published == [
+        (2, "x = compute_total"),
+        (3, "x = compute_total(a)"),
+        (5, "x = compute_total(a)\n    y = 2"),
+        (6, "x = compute_total(a)\n    y = 2\n    z = 3"),
+    ]

@@ -1,15 +1,21 @@
 """The Neovim plugin in real Neovim against the real daemon (tiny random model): 0.12 shows the ghost text
-through vim.lsp.inline_completion (native), 0.11 through the plugin's own extmarks (fallback)."""
+through vim.lsp.inline_completion (native), 0.11 through the plugin's own extmarks (fallback). With the tiny
+model slowed (the slow-pass hook) and every deadline passed at once, the ghost text grows without a keystroke
+(progressive ghost text), and its next word and line are accepted with the plugin's keys."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
+import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from tests import slow_passes
 from tests.editors.support import REPO, daemon_command, editor_tool, wait_for
 
 pynvim = pytest.importorskip("pynvim")
@@ -55,6 +61,9 @@ class Editor:
         stats = self.nv.exec_lua("return require('lookahead').stats_sync(5000)") or {}
         return stats.get("recent") or []
 
+    def totals(self) -> dict:
+        return (self.nv.exec_lua("return require('lookahead').stats_sync(5000)") or {}).get("totals") or {}
+
     def last_request(self) -> str | None:
         recent = self.recent()
         return recent[-1]["requestId"] if recent else None
@@ -79,11 +88,8 @@ class Editor:
         raise AssertionError(f"no ghost text after typing {keys!r} (daemon log: {self.log})")
 
 
-def init_lua(tmp: Path, model_dir: Path) -> Path:
-    opts = {
-        "cmd": daemon_command(),
-        "settings": {"model": str(model_dir), "device": "cpu", "maxNewTokens": 16, "logFile": str(tmp / "d.log")},
-    }
+def init_lua(tmp: Path, cmd: list[str], settings: dict) -> Path:
+    opts = {"cmd": cmd, "settings": {"device": "cpu", "logFile": str(tmp / "d.log"), **settings}}
     init = tmp / "init.lua"
     init.write_text(
         f"vim.opt.rtp:prepend([==[{PLUGIN}]==])\n"
@@ -92,21 +98,20 @@ def init_lua(tmp: Path, model_dir: Path) -> Path:
     return init
 
 
-@pytest.fixture(scope="module", params=sorted(EDITIONS), ids=lambda v: f"nvim-{v}")
-def editor(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path):
-    tool, namespace, health_path = EDITIONS[request.param]
+@contextlib.contextmanager
+def running(edition: str, tmp: Path, cmd: list[str], settings: dict) -> Iterator[Editor]:
+    """Neovim ``edition`` with the plugin, its daemon ready, editing ``tmp/project/sample.py``."""
+    tool, namespace, health_path = EDITIONS[edition]
     nvim = editor_tool(tool)
-    tmp = tmp_path_factory.mktemp(tool) / "project"  # a fixed name: the prompt holds it
+    tmp = tmp / "project"  # a fixed name: the prompt holds it
     (tmp / ".git").mkdir(parents=True)
     source = tmp / "sample.py"
     source.write_text(LINE + "\n")
-    nv = pynvim.attach(
-        "child",
-        argv=[str(nvim), "--embed", "--headless", "--clean", "-u", str(init_lua(tmp, tiny_model_dir)), str(source)],
-    )
+    init = init_lua(tmp, cmd, settings)
+    nv = pynvim.attach("child", argv=[str(nvim), "--embed", "--headless", "--clean", "-u", str(init), str(source)])
     try:
         version = nv.exec_lua("local v = vim.version() return {v.major, v.minor}")
-        assert tuple(version) >= tuple(int(p) for p in request.param.split(".")), version
+        assert tuple(version) >= tuple(int(p) for p in edition.split(".")), version
         nv.command("doautocmd FileType")  # the init ran before the buffer existed
         ed = Editor(nv, nv.api.create_namespace(namespace), health_path, tmp / "d.log")
         wait_for(lambda: nv.exec_lua("return require('lookahead').client(0) ~= nil"), 20, "the daemon client")
@@ -121,6 +126,14 @@ def editor(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
         yield ed
     finally:
         nv.close()
+
+
+@pytest.fixture(scope="module", params=sorted(EDITIONS), ids=lambda v: f"nvim-{v}")
+def editor(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path):
+    settings = {"model": str(tiny_model_dir), "maxNewTokens": 16}
+    tmp = tmp_path_factory.mktemp(EDITIONS[request.param][0])
+    with running(request.param, tmp, daemon_command(), settings) as ed:
+        yield ed
 
 
 TYPED = ["A", "<CR>", *"return a"]  # insert at the end of LINE, then type the body
@@ -179,3 +192,52 @@ def test_checkhealth(editor: Editor) -> None:
     assert "model: " in report and "state=ready" in report, report
     assert f"ghost text: {editor.health_path}" in report, report
     assert "ERROR" not in report, report
+
+
+PASS_MS = 60  # the slow-pass hook: 40 tokens take 2.4 s or more
+GROWING = {
+    "maxNewTokens": 40,
+    "decoder": "greedy",
+    "indexEnabled": False,
+    "backgroundPrefill": False,
+    "lineDeadlineMs": 0,
+    "multilineDeadlineMs": 0,
+    "lineCapMs": 0,  # every deadline passed at once: the first word end shows, the rest streams in
+}
+BLANK = " \t\n\r\f\v"
+
+
+def next_word(text: str) -> str:
+    """What the plugin's accept-word key takes (Lua patterns: ASCII classes)."""
+    found = re.match(f"[{BLANK}]*[A-Za-z0-9_]+", text) or re.match(f"[{BLANK}]*[^A-Za-z0-9_{BLANK}]+", text)
+    return found.group(0) if found else text
+
+
+@pytest.mark.parametrize("edition", sorted(EDITIONS), ids=lambda v: f"nvim-{v}")
+def test_ghost_text_grows_without_a_keystroke_then_word_and_line_accepts(
+    edition: str, tmp_path: Path, tiny_model_dir: Path
+) -> None:
+    settings = {**GROWING, "model": str(tiny_model_dir)}
+    with running(edition, tmp_path, [*slow_passes.command(PASS_MS), "serve"], settings) as editor:
+        nv = editor.nv
+        editor.reset([LINE])
+        row, col, first = editor.type_until_ghost(TYPED)
+        before = nv.current.buffer[row]
+        grown = wait_for(
+            lambda: (ghost := editor.ghost()) is not None and len(ghost[2]) > len(first) and ghost,
+            60,
+            f"the ghost text {first!r} to grow without a keystroke (daemon log: {editor.log})",
+        )
+        assert grown[:2] == (row, col) and grown[2].startswith(first), (first, grown)
+        assert nv.current.buffer[row] == before  # nothing was typed
+        ran = editor.totals()["completed"]
+
+        word = next_word(grown[2])
+        nv.input("<M-Right>")
+        wait_for(lambda: nv.current.buffer[row] == before + word, 10, f"the next word {word!r} accepted")
+        rest = wait_for(editor.ghost, 20, "the rest of the ghost text after accepting a word")
+        assert grown[2][len(word) :].startswith(rest[2]), (grown, word, rest)
+        line = grown[2].split("\n")[0]
+        nv.input("<M-C-Right>")
+        wait_for(lambda: nv.current.buffer[row] == before + line, 10, f"the rest of the line {line!r} accepted")
+        assert editor.totals()["completed"] == ran  # the rest came from what the daemon held: no model run

@@ -1,6 +1,10 @@
 """The VS Code extension in real VS Code (code-server) and headless Chromium, against the real daemon with the
 embedded model: type in a real file, ghost text appears, Tab accepts it, the saved file holds it.
-A screenshot goes to .artifacts/vscode-ghost.png."""
+A screenshot goes to .artifacts/vscode-ghost.png.
+
+Progressive ghost text, with the tiny model slowed by the slow-pass hook and every deadline passed at once: the
+ghost text grows without a keystroke, VS Code's accept-word and the extension's accept-line key take its parts.
+"""
 
 from __future__ import annotations
 
@@ -15,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import slow_passes
 from tests.editors.support import ARTIFACTS, REPO, daemon_command, editor_tool, tool, wait_for
 
 pytestmark = [pytest.mark.editor, pytest.mark.real_model]
@@ -79,7 +84,10 @@ def code_server_running(code_server: Path, dirs: list[str], project: Path, env: 
             server.wait(timeout=30)
 
 
-def test_vscode_ghost_text_accepted_and_saved(tmp_path: Path) -> None:
+def drive(tmp_path: Path, settings: dict, driver: dict[str, str], sample_text: str) -> tuple[dict, Path]:
+    """Installs the extension into code-server with ``settings``, opens ``sample.py`` (holding ``sample_text``)
+    in headless Chromium and runs vscode_ghost.js with ``driver`` on top of its usual environment; returns its
+    JSON line and the sample file."""
     code_server = editor_tool("code-server")
     chromium = editor_tool("chromium")
     playwright = tool("node/node_modules/playwright-core", "playwright")
@@ -100,28 +108,23 @@ def test_vscode_ghost_text_accepted_and_saved(tmp_path: Path) -> None:
     dirs = ["--user-data-dir", str(tmp_path / "ud"), "--extensions-dir", str(tmp_path / "ext")]
     run([str(code_server), *dirs, "--install-extension", str(vsix)], tmp_path, 300, env)
 
-    cmd = daemon_command()
     log = tmp_path / "daemon.log"
     settings = {
-        "lookahead.server.command": cmd[0],
-        "lookahead.server.args": cmd[1:],
-        "lookahead.model": "embedded",
-        "lookahead.maxNewTokens": 24,
         "lookahead.logFile": str(log),
         "workbench.startupEditor": "none",
         "security.workspace.trust.enabled": False,
         "editor.inlineSuggest.enabled": True,
+        **settings,
     }
     (tmp_path / "ud" / "User").mkdir(parents=True, exist_ok=True)
     (tmp_path / "ud" / "User" / "settings.json").write_text(json.dumps(settings))
     project = tmp_path / "project"
     project.mkdir()
     sample = project / "sample.py"
-    sample.write_text(HEADER)
+    sample.write_text(sample_text)
 
     with code_server_running(code_server, dirs, project, env, tmp_path / "code-server.log") as port:
         ARTIFACTS.mkdir(exist_ok=True)
-        screenshot = ARTIFACTS / "vscode-ghost.png"
         proc = subprocess.run(
             ["node", str(Path(__file__).with_name("vscode_ghost.js"))],
             env={
@@ -130,9 +133,8 @@ def test_vscode_ghost_text_accepted_and_saved(tmp_path: Path) -> None:
                 "CHROMIUM_BIN": str(chromium),
                 "URL": f"http://127.0.0.1:{port}/?folder={project}",
                 "FILE": sample.name,
-                "TYPE": TYPED,
-                "SCREENSHOT": str(screenshot),
                 "TIMEOUT_MS": "300000",
+                **driver,
             },
             capture_output=True,
             text=True,
@@ -140,7 +142,19 @@ def test_vscode_ghost_text_accepted_and_saved(tmp_path: Path) -> None:
         )
     daemon_log = log.read_text()[-3000:] if log.exists() else "(no daemon log)"
     assert proc.returncode == 0, f"{proc.stderr[-4000:]}\n--- daemon log:\n{daemon_log}"
-    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    return json.loads(proc.stdout.strip().splitlines()[-1]), sample
+
+
+def test_vscode_ghost_text_accepted_and_saved(tmp_path: Path) -> None:
+    cmd = daemon_command()
+    settings = {
+        "lookahead.server.command": cmd[0],
+        "lookahead.server.args": cmd[1:],
+        "lookahead.model": "embedded",
+        "lookahead.maxNewTokens": 24,
+    }
+    screenshot = ARTIFACTS / "vscode-ghost.png"
+    result, sample = drive(tmp_path, settings, {"TYPE": TYPED, "SCREENSHOT": str(screenshot)}, HEADER)
 
     ghost = "".join(result["ghost"]).replace("\xa0", " ")
     saved = sample.read_text()
@@ -150,3 +164,38 @@ def test_vscode_ghost_text_accepted_and_saved(tmp_path: Path) -> None:
     assert squash(saved) == squash(HEADER + TYPED + ghost), f"the saved file is not the typed text plus {ghost!r}"
     assert "tok/s" in result["status"], f"no completion stats in the status bar: {result['status']!r}"
     assert screenshot.stat().st_size > 0
+
+
+GROWING = {
+    "lookahead.maxNewTokens": 40,
+    "lookahead.decoder": "greedy",
+    "lookahead.indexEnabled": False,
+    "lookahead.lineDeadlineMs": 0,
+    "lookahead.multilineDeadlineMs": 0,
+    "lookahead.lineCapMs": 0,  # every deadline passed at once: the first word end shows, the rest streams in
+}
+GROWING_TYPED = "total = "
+
+
+def test_vscode_ghost_text_grows_without_a_keystroke_then_word_and_line_accepts(
+    tmp_path: Path, tiny_model_dir: Path
+) -> None:
+    cmd = slow_passes.command(60)
+    settings = {
+        **GROWING,
+        "lookahead.server.command": cmd[0],
+        "lookahead.server.args": [*cmd[1:], "--log-level", "info", "serve"],
+        "lookahead.model": str(tiny_model_dir),
+    }
+    screenshot = ARTIFACTS / "vscode-ghost-grown.png"
+    driver = {"TYPE": GROWING_TYPED, "SCREENSHOT": str(screenshot), "GROW": "1"}
+    result, sample = drive(tmp_path, settings, driver, HEADER)
+
+    first, grown = (squash("".join(result[k]).replace("\xa0", " ")) for k in ("ghost", "grown"))
+    after_word = squash("".join(result["afterWord"]).replace("\xa0", " "))
+    saved = squash(sample.read_text())
+    print("first:", first, "grown:", grown, "after a word:", after_word, "saved:", saved, sep="\n")
+    assert grown.startswith(first) and len(grown) > len(first), "the ghost text did not grow by itself"
+    word = grown[: len(grown) - len(after_word)]
+    assert word and grown.endswith(after_word), "accepting a word did not take the ghost text's start"
+    assert saved == squash(HEADER + GROWING_TYPED) + grown, "accepting the line did not take the rest of it"

@@ -4,6 +4,9 @@
 // {"ghost": [...], "status": "..."}. Started by tests/editors/test_vscode.py, which checks the saved file.
 // Environment: PLAYWRIGHT_CORE (its directory), CHROMIUM_BIN, URL, FILE (name in the workspace), TYPE,
 // SCREENSHOT, TIMEOUT_MS (for the model and for the ghost text).
+// GROW=1 (progressive ghost text): after the ghost text shows, waits for it to grow with no key pressed, then
+// accepts its next word (Ctrl+Right, VS Code's own) and the rest of its line (Alt+End, the extension's) instead
+// of Tab, and saves; prints {"ghost", "grown", "afterWord", "status"}.
 const { chromium } = require(process.env.PLAYWRIGHT_CORE);
 
 const env = (name) => {
@@ -20,6 +23,10 @@ async function statusText(page) {
     const ours = items.map((e) => e.textContent.trim()).filter((t) => t.startsWith('Lookahead') || /tok\/s/.test(t));
     return ours[0] || '';
   });
+}
+
+async function ghostText(page) {
+  return page.$$eval(GHOST, (els) => els.map((e) => e.textContent));
 }
 
 async function waitFor(what, fn, timeout) {
@@ -62,7 +69,27 @@ async function waitFor(what, fn, timeout) {
     await page.keyboard.press('Control+End');
     await page.keyboard.type(env('TYPE'), { delay: 50 }); // typing triggers an automatic inline completion
     await page.waitForSelector(GHOST, { timeout: TIMEOUT });
-    const ghost = await page.$$eval(GHOST, (els) => els.map((e) => e.textContent));
+    const ghost = await ghostText(page);
+    if (process.env.GROW) {
+      const length = (texts) => texts.join('').length;
+      const grown = await waitFor('the ghost text to grow with no key pressed', async () => {
+        const now = await ghostText(page);
+        return length(now) > length(ghost) && now;
+      }, 60000);
+      await page.screenshot({ path: env('SCREENSHOT') });
+      await page.keyboard.press('Control+ArrowRight'); // editor.action.inlineSuggest.acceptNextWord
+      const afterWord = await waitFor('the ghost text to lose its first word', async () => {
+        const now = await ghostText(page);
+        return length(now) < length(grown) && now;
+      }, 10000);
+      await page.keyboard.press('Alt+End'); // editor.action.inlineSuggest.acceptNextLine (the extension's key)
+      await waitFor('the ghost text to go after accepting the line', async () => (await page.$$(GHOST)).length === 0,
+        10000);
+      await page.keyboard.press('Control+S');
+      await page.waitForTimeout(1500);
+      console.log(JSON.stringify({ ghost, grown, afterWord, status: await statusText(page) }));
+      return;
+    }
     await page.screenshot({ path: env('SCREENSHOT') });
     await page.keyboard.press('Tab');
     await waitFor('the ghost text to go after Tab', async () => (await page.$$(GHOST)).length === 0, 10000);

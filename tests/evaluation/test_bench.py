@@ -134,13 +134,15 @@ def test_deadlines_are_replayed_over_the_recorded_step_times() -> None:
     def decode(ids) -> str:
         return "".join(pieces[i] for i in ids)
 
-    def make_stop(late, line_end):
-        return make_stop_fn(decode, StopRules(shape, "\n"), "", late, line_end)
+    def make_stop(late, line_end, line_late):
+        return make_stop_fn(decode, StopRules(shape, "\n"), "", late, line_end, line_late=line_late)
 
     tokens = list(range(len(pieces)))
     clock = StepClock([(n, 0.1 * n) for n in range(1, len(pieces) + 1)])  # one token per step, 100 ms each
-    kept, line_end = with_deadlines(make_stop, tokens, clock, 0.0, 250, None)
-    assert kept == 4 and line_end is not None  # late at 300 ms inside "compute": it ends with the word
+    kept, line_end = with_deadlines(make_stop, tokens, clock, 0.0, 250, None, 250)
+    assert kept == 4 and line_end is not None  # the cap at 300 ms inside "compute": it ends with the word
     assert line_end.apply(decode(tokens[:kept])) == "x + compute_total"
+    kept, line_end = with_deadlines(make_stop, tokens, clock, 0.0, 250, None)
+    assert kept == len(tokens) and line_end is None  # the line deadline never cuts a line: the whole line
     kept, line_end = with_deadlines(make_stop, tokens, clock, 0.0, None, None)
     assert kept == len(tokens) and line_end is None  # no deadline: the whole line

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+
+import pytest
 
 from evaluation.lsp_replay import lsp_position, replay
 from evaluation.workloads import Corpus, make_holes
@@ -21,3 +24,30 @@ def test_replay_answers_every_keystroke(tiny_model_dir: Path) -> None:
     assert all(k.latency_ms > 0 for k in result.keystrokes)
     summary = result.summary()
     assert summary["keystrokes"] == 3 and summary["first_ms"] == round(result.keystrokes[0].latency_ms, 1)
+
+
+def test_pauses_are_watched_until_the_run_ends_and_tabled(
+    tiny_model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from evaluation.lsp_replay import compare_pauses, pause_holes, pauses_from_json, pauses_markdown, pauses_to_json
+    from lsp_server.cli import main
+
+    corpus = Corpus.load()
+    holes = pause_holes(corpus, 2)
+    assert [h.workload for h in holes] == ["midline", "fim"] and "\n" in holes[1].middle.strip()
+    pauses = compare_pauses(corpus, holes, str(tiny_model_dir), 6, modes=["progressive", "no deadlines"])
+    assert [(p.hole, p.mode) for p in pauses] == [
+        (holes[0], "progressive"),
+        (holes[0], "no deadlines"),
+        (holes[1], "no deadlines"),  # the modes take turns in going first
+        (holes[1], "progressive"),
+    ]
+    for pause in pauses:
+        times = [t for t, _ in pause.shown]
+        assert times and times == sorted(times) and pause.at(times[-1]) == pause.final
+    table = pauses_markdown(pauses)
+    assert "| progressive | 2 |" in table and "| no deadlines | 2 |" in table
+    saved = tmp_path / "pauses.json"
+    saved.write_text(json.dumps(pauses_to_json(pauses)))
+    assert pauses_markdown(pauses_from_json(json.loads(saved.read_text()))) == table
+    assert main(["bench-pauses", "--table", str(saved)]) == 0 and capsys.readouterr().out.strip() == table.strip()

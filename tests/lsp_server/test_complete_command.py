@@ -77,3 +77,23 @@ def test_json_output(source: Path, tiny_model_dir: Path, capsys: pytest.CaptureF
 
     assert main([*args, "--max-new-tokens", "6", "--no-index"]) == 0  # plain text, lookahead
     assert capsys.readouterr().out.endswith("\n")
+
+
+def test_the_cli_returns_the_whole_completion_unless_asked_to_emulate_deadlines(
+    source: Path, tiny_model_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.slow_passes import slow_down
+
+    args = ["complete", str(source), "--line", "5", "--character", "11", "--model", str(tiny_model_dir), "--json"]
+    args += ["--max-new-tokens", "40", "--decoder", "greedy", "--no-index"]
+    undo = slow_down(80.0)  # 40 passes: past every deadline of the daemon, the runaway-line cap (2.5 s) too
+    try:
+        assert main(args) == 0
+        whole = json.loads(capsys.readouterr().out)
+        assert main([*args, "--deadline-ms"]) == 0  # the daemon's deadlines: what it shows first
+        first = json.loads(capsys.readouterr().out)
+    finally:
+        undo()
+    assert len(whole["token_ids"]) == 40 and whole["stats"]["finish_reason"] == "length"
+    assert first["stats"]["finish_reason"] == "stop" and len(first["token_ids"]) < 40
+    assert whole["text"].startswith(first["text"]) and len(first["text"]) < len(whole["text"])

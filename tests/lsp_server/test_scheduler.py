@@ -102,3 +102,51 @@ def test_worker_survives_a_failing_job_and_cancel_by_id() -> None:
         scheduler.stop()
     late = scheduler.submit("a", lambda t, q: "late")
     assert late.future.result(1) is None
+
+
+def test_a_progressive_job_answers_early_and_goes_on_until_a_real_job_cancels_it() -> None:
+    scheduler: Scheduler[str] = Scheduler()
+    went_on, release = threading.Event(), threading.Event()
+    ended: list[bool] = []
+
+    def progressive(token: CancelToken, queue_ms: float, answer) -> str:
+        answer("first words")
+        went_on.set()
+        while not token.cancelled and not release.is_set():
+            time.sleep(0.005)
+        ended.append(token.cancelled)
+        return "the whole block"
+
+    scheduler.start()
+    try:
+        job = scheduler.submit_progressive("a", progressive)
+        assert job.future.result(5) == "first words"  # answered while the job goes on
+        assert went_on.wait(5) and not scheduler.busy  # a continuation is background work
+        other = scheduler.submit("b", lambda t, q: "b")  # any real job cancels the continuation
+        assert other.future.result(5) == "b" and ended == [True]
+        assert job.future.result(0) == "first words"
+
+        finishing = scheduler.submit_progressive("a", progressive)
+        assert finishing.future.result(5) == "first words"
+        release.set()  # left alone, the continuation runs to its end
+        deadline = time.monotonic() + 5
+        while len(ended) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert ended == [True, False]
+    finally:
+        scheduler.stop()
+
+
+def test_a_job_that_answers_while_a_real_one_waits_stops() -> None:
+    book: NewestWins[str] = NewestWins()
+    a1 = _job("a1", "a")
+    book.submit(a1)
+    assert book.take() is a1
+    assert book.continuing(a1) and book.running_background
+    book.finish(a1)
+    a2, b1 = _job("a2", "a"), _job("b1", "b")
+    book.submit(a2)
+    assert book.take() is a2
+    book.submit(b1)
+    assert not a2.token.cancelled  # another key's job waits behind a running real job ...
+    assert not book.continuing(a2) and a2.token.cancelled  # ... and stops it once it only goes on

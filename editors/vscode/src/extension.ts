@@ -14,6 +14,13 @@ import {
 } from './settings';
 import { StatusBar, type CompletionStats } from './status';
 
+/** `lookahead/completionReady`: the daemon holds more of the completion at this document state. */
+interface CompletionReady {
+  uri: string;
+  version: number | null;
+  position: { line: number; character: number };
+}
+
 /** The `model` part of the daemon's `lookahead.stats` answer. */
 interface ModelInfo {
   state: string;
@@ -22,7 +29,10 @@ interface ModelInfo {
 
 /**
  * The daemon behind one LanguageClient. Inline completions themselves need no code here: the LanguageClient
- * registers an InlineCompletionItemProvider when the daemon advertises `inlineCompletionProvider`.
+ * registers an InlineCompletionItemProvider when the daemon advertises `inlineCompletionProvider`. The items
+ * are plain text with ranges, so VS Code's partial accept works on them (accept word, accept line).
+ * Progressive ghost text: on `lookahead/completionReady` the suggestion is asked for again (the daemon answers
+ * from what it holds), only while the editor is still at that document version and cursor.
  */
 class Daemon implements vscode.Disposable {
   private client: LanguageClient | undefined;
@@ -60,6 +70,7 @@ class Daemon implements vscode.Disposable {
       return;
     }
     client.onNotification('lookahead/completionStats', (stats: CompletionStats) => this.status.completion(stats));
+    client.onNotification('lookahead/completionReady', (ready: CompletionReady) => retrigger(ready));
     // Replaces the client's own progress UI so that model loading and indexing show in our status item.
     client.onRequest(WorkDoneProgressCreateRequest.type, ({ token }) => {
       const listener = client.onProgress(WorkDoneProgress.type, token, (value) => {
@@ -119,6 +130,20 @@ class Daemon implements vscode.Disposable {
 
   dispose(): void {
     void this.stop();
+  }
+}
+
+/** Asks for the inline suggestion again when the active editor is still where the daemon's completion is. */
+function retrigger(ready: CompletionReady): void {
+  const editor = vscode.window.activeTextEditor;
+  if (!editor || !completionsEnabled() || editor.document.uri.toString() !== vscode.Uri.parse(ready.uri).toString()) {
+    return;
+  }
+  const cursor = editor.selection.active;
+  const here = editor.selection.isEmpty && cursor.line === ready.position.line
+    && cursor.character === ready.position.character;
+  if (here && (ready.version === null || editor.document.version === ready.version)) {
+    void vscode.commands.executeCommand('editor.action.inlineSuggest.trigger');
   }
 }
 

@@ -1,6 +1,7 @@
 -- Ghost text for Neovim without vim.lsp.inline_completion (0.10, 0.11): textDocument/inlineCompletion after
 -- typing or moving in insert mode (debounced), shown as extmarks at the cursor, cleared when the cursor moves
--- or insert mode ends, accepted by require('lookahead').accept().
+-- or insert mode ends, accepted by require('lookahead').accept() (whole) or accept_part() (a word, a line).
+-- refresh() asks again at once (the daemon announced more of the completion: progressive ghost text).
 local util = require('lookahead.util')
 local api = vim.api
 
@@ -77,6 +78,7 @@ local function remaining(bufnr, item, encoding, row, col)
 end
 
 local function show(bufnr, shown)
+  api.nvim_buf_clear_namespace(bufnr, M.ns, 0, -1) -- a refreshed answer replaces the one shown
   local hl = config().hl_group
   local virt_lines = {}
   for i = 2, #shown.lines do
@@ -135,6 +137,14 @@ local function on_move(bufnr)
   end))
 end
 
+--- Asks again now, keeping what is shown until the answer replaces it (the daemon has more at this state).
+function M.refresh(bufnr)
+  local state = buffers[bufnr]
+  if state and not state.request_id then
+    request(bufnr)
+  end
+end
+
 function M.detach(bufnr)
   local state = buffers[bufnr]
   if state then
@@ -188,6 +198,26 @@ function M.accept()
       local params = { command = command.command, arguments = command.arguments }
       util.call(client, 'request', 'workspace/executeCommand', params, function() end, bufnr)
     end
+  end)
+  return true
+end
+
+--- Inserts the next word or line ('word', 'line') of the ghost text; false when none is shown here. The rest
+--- is asked for again (the daemon answers it from what it holds: typed through).
+function M.accept_part(kind)
+  local bufnr = api.nvim_get_current_buf()
+  local shown = buffers[bufnr] and buffers[bufnr].shown
+  if not shown or not unchanged(bufnr, shown.tick, shown.row, shown.col) then
+    return false
+  end
+  local text = table.concat(shown.lines, '\n')
+  local part = util.next_part(text, kind)
+  if part == text then
+    return M.accept()
+  end
+  vim.schedule(function()
+    clear(bufnr)
+    util.insert_at(bufnr, shown.row, shown.col, part)
   end)
   return true
 end

@@ -3,8 +3,10 @@
 --   require('lookahead').setup({ settings = { model = 'embedded' } })
 --
 -- On Neovim 0.12+ the ghost text is Neovim's own (vim.lsp.inline_completion); on 0.10/0.11 it is this
--- plugin's fallback (lua/lookahead/ghost.lua). Either way one key accepts it (<Tab> by default) and falls
--- through to its usual meaning when there is nothing to accept.
+-- plugin's fallback (lua/lookahead/ghost.lua). Either way one key accepts it (<Tab> by default), others accept
+-- its next word (<M-Right>) or line (<M-C-Right>); each falls through to its usual meaning when there is
+-- nothing to accept. Progressive ghost text: on lookahead/completionReady (the daemon holds more of the
+-- completion at this buffer version and cursor) the completion is asked for again, so it grows by itself.
 local util = require('lookahead.util')
 
 local M = {}
@@ -18,6 +20,8 @@ local defaults = {
   root_markers = { '.git' },
   settings = {}, -- the daemon's settings: model, device, dtype, maxNewTokens, ... (see README)
   accept_key = '<Tab>', -- false: map nothing, call require('lookahead').accept() yourself
+  accept_word_key = '<M-Right>', -- false: map nothing; require('lookahead').accept_part('word')
+  accept_line_key = '<M-C-Right>', -- false: map nothing; require('lookahead').accept_part('line')
   native = nil, -- nil: Neovim's inline completion where there is one (0.12+); false: always the fallback
   debounce_ms = 150, -- fallback only: quiet time after typing before a request
   hl_group = 'Comment', -- fallback only: the ghost text's highlight
@@ -75,6 +79,51 @@ function M.accept()
   return require('lookahead.ghost').accept()
 end
 
+--- Accepts the next word ('word') or the rest of the line ('line') of the ghost text; false when there is none.
+function M.accept_part(kind)
+  if not M.is_native() then
+    return require('lookahead.ghost').accept_part(kind)
+  end
+  return vim.lsp.inline_completion.get({
+    on_accept = function(item)
+      local text = type(item.insert_text) == 'string' and item.insert_text or item.insert_text.value
+      local row, col = unpack(vim.api.nvim_win_get_cursor(0))
+      row = row - 1
+      if item.range then -- skip what was typed since the item's start
+        local start_row, start_col = item.range:to_extmark()
+        local line = vim.api.nvim_buf_get_lines(0, row, row + 1, false)[1] or ''
+        local typed = start_row == row and line:sub(start_col + 1, col) or ''
+        text = vim.startswith(text, typed) and text:sub(#typed + 1) or text
+      end
+      util.insert_at(0, row, col, util.next_part(text, kind))
+      return nil -- inserted here: Neovim applies nothing
+    end,
+  })
+end
+
+-- Progressive ghost text: the daemon holds more of the completion shown at (uri, version, position). Asks
+-- again when the current buffer is still there in insert mode (the daemon answers from what it holds).
+local function on_ready(_, params, ctx)
+  local bufnr = vim.api.nvim_get_current_buf()
+  local client = vim.lsp.get_client_by_id(ctx.client_id)
+  if not client or not params or vim.uri_from_bufnr(bufnr) ~= params.uri then
+    return
+  end
+  if not vim.startswith(vim.api.nvim_get_mode().mode, 'i') or vim.lsp.util.buf_versions[bufnr] ~= params.version then
+    return
+  end
+  local position = vim.lsp.util.make_position_params(0, client.offset_encoding).position
+  if position.line ~= params.position.line or position.character ~= params.position.character then
+    return
+  end
+  if M.is_native() then
+    -- vim.lsp.inline_completion asks again on its own events; it has no public "request now"
+    vim.api.nvim_exec_autocmds('CursorMovedI', { buffer = bufnr, modeline = false })
+  else
+    require('lookahead.ghost').refresh(bufnr)
+  end
+end
+
 -- The keys to send when there is nothing to accept: an earlier mapping of the key, or the key itself.
 local function fall_through(previous, key)
   if previous.callback then
@@ -90,11 +139,11 @@ local function fall_through(previous, key)
   return key
 end
 
-local function map_accept(key)
+local function map_accept(key, accept, what)
   local previous = vim.fn.maparg(key, 'i', false, true)
   vim.keymap.set('i', key, function()
-    return M.accept() and '' or fall_through(previous, key)
-  end, { expr = true, desc = 'lookahead: accept the inline completion' })
+    return accept() and '' or fall_through(previous, key)
+  end, { expr = true, desc = 'lookahead: accept ' .. what })
 end
 
 local function set_native(client_id, on)
@@ -185,6 +234,7 @@ local function register(config)
     root_markers = config.root_markers,
     init_options = as_dict(config.settings),
     settings = { lookahead = as_dict(config.settings) },
+    handlers = { ['lookahead/completionReady'] = on_ready },
   }
   if vim.lsp.config then -- 0.11+
     vim.lsp.config(M.name, client_config)
@@ -219,7 +269,13 @@ function M.setup(opts)
     end,
   })
   if M.config.accept_key then
-    map_accept(M.config.accept_key)
+    map_accept(M.config.accept_key, M.accept, 'the inline completion')
+  end
+  if M.config.accept_word_key then
+    map_accept(M.config.accept_word_key, function() return M.accept_part('word') end, 'its next word')
+  end
+  if M.config.accept_line_key then
+    map_accept(M.config.accept_line_key, function() return M.accept_part('line') end, 'the rest of its line')
   end
   create_commands()
 end

@@ -1,0 +1,46 @@
+"""`lookahead-lsp bench-pauses`: what a typist sees after a pause, through the daemon (progressive ghost text):
+the first ghost text, the whole line, the whole block, exact at 1 s and 3 s, per mode (``evaluation/lsp_replay.py``:
+progressive, deadlines, no deadlines, the old word cut)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from evaluation.lsp_replay import (
+    PAUSE_MODES,
+    compare_pauses,
+    pause_holes,
+    pauses_from_json,
+    pauses_markdown,
+    pauses_to_json,
+)
+from evaluation.workloads import Corpus
+from lsp_server.cli import UsageError
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--corpus", default=None, help="directory of real code (the workspace)")
+    parser.add_argument("--pauses", type=int, default=8, help="pauses: half lines from a random column, half blocks")
+    parser.add_argument("--modes", default=",".join(PAUSE_MODES), help="comma-separated modes")
+    parser.add_argument("--max-new-tokens", type=int, default=64)
+    parser.add_argument("--model", default="embedded")
+    parser.add_argument("--json", default=None, help="also write every pause's shown texts here")
+    parser.add_argument("--table", default=None, help="instead: the table of the JSON an earlier run wrote")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.table:
+        print(pauses_markdown(pauses_from_json(json.loads(Path(args.table).read_text(encoding="utf-8")))))
+        return 0
+    if not args.corpus:
+        raise UsageError("--corpus is needed (or --table)")
+    corpus = Corpus.load(args.corpus)
+    holes = pause_holes(corpus, args.pauses)
+    pauses = compare_pauses(corpus, holes, args.model, args.max_new_tokens, args.modes.split(","))
+    print(f"{corpus.name}: {len(holes)} pauses, max {args.max_new_tokens} new tokens")
+    print(pauses_markdown(pauses))
+    if args.json:
+        Path(args.json).write_text(json.dumps(pauses_to_json(pauses), indent=1), encoding="utf-8")
+    return 0
