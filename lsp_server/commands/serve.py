@@ -12,6 +12,7 @@ import os
 import sys
 from typing import BinaryIO
 
+from lsp_server import memory
 from lsp_server.server import SERVER
 
 
@@ -32,6 +33,7 @@ def _protocol_stdout() -> BinaryIO:
 
 def run(args: argparse.Namespace) -> int:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    memory.bound_kernel_caches()  # before the model's first pass: a long session's kernels stay bounded
     # The model worker runs Python between torch calls; hand the GIL back to the event loop sooner.
     sys.setswitchinterval(0.001)
     try:
