@@ -32,9 +32,17 @@ def _outage_messages(client: LspClient) -> list[str]:
             and "failed" in m["message"]]  # fmt: skip
 
 
-def _items(client: LspClient) -> list[Any]:
-    items: list[Any] = client.inline(URI, *_end_of(SOURCE))["items"]
+def _items(client: LspClient, uri: str = URI) -> list[Any]:
+    items: list[Any] = client.inline(uri, *_end_of(SOURCE))["items"]
     return items
+
+
+def _fresh_items(client: LspClient, name: str) -> list[Any]:
+    """A request the engine must answer: in a newly opened document (the daemon reuses an answer it already
+    gave for the same text and cursor)."""
+    uri = f"file:///tmp/lookahead-remote/{name}.py"
+    client.open(uri, SOURCE)
+    return _items(client, uri)
 
 
 def test_completions_outage_and_recovery_through_the_daemon(engine_server: Any, tmp_path: Path) -> None:  # noqa: F811
@@ -53,17 +61,21 @@ def test_completions_outage_and_recovery_through_the_daemon(engine_server: Any, 
 
         engine_server.stop()
         try:
-            for _ in range(3):
-                assert _items(client) == []
+            for i in range(3):
+                assert _fresh_items(client, f"outage{i}") == []
                 time.sleep(0.6)  # past the client's first backoff steps
             assert len(_outage_messages(client)) == 1, client.notifications_of(SHOW_MESSAGE)
         finally:
             engine_server.start()
         deadline = time.monotonic() + 30
-        while not _items(client):
+        tries = 0
+        while not _fresh_items(client, f"back{tries}"):
+            tries += 1
             assert time.monotonic() < deadline, "completions did not resume after the engine came back"
             time.sleep(0.2)
-        back = client.wait_notification(SHOW_MESSAGE, lambda m: m["message"].endswith(" is back"), timeout=10)
+        back = client.wait_notification(
+            SHOW_MESSAGE, lambda m: m["message"].endswith(" is back") and "failed" not in m["message"], timeout=10
+        )
         print(f"outage: {_outage_messages(client)}; recovery: {back['message']}")
         assert len(_outage_messages(client)) == 1
     finally:
