@@ -9,8 +9,8 @@ A GGUF weight with codes of more than 4 bits (Q5_0, Q8_0) is split exactly into 
 low`` gives a low plane (scale ``s``, the group's offset) and a high plane (scale ``16 s``, no offset), and the
 layer's product is the sum of the planes' products. Every plane is an ordinary int4 group-32 weight, so the
 model is the GGUF's own, up to the rounding of each group's scale and offset to bfloat16 (8 significant bits;
-the codes are exact) and of the activations to bfloat16. :func:`requantize` instead fits one 4-bit plane to a
-float weight (round to nearest with a per-group minimum and maximum): half the work, a different model.
+the codes are exact) and of the activations to bfloat16. :func:`requantize` fits 8-bit codes to a float weight
+for the formats that have no such groups (Q6_K).
 
 :class:`PackedEmbedding` keeps an embedding table as its codes and float32 scales and dequantizes the rows
 it looks up, exactly (the same float32 values as a dense table, a quarter of the memory for 8-bit codes).
@@ -97,13 +97,16 @@ def split_planes(groups: AffineGroups) -> list[Plane]:
 
 
 def requantize(weight: torch.Tensor) -> AffineGroups:
-    """One 4-bit plane fitted to a float weight (rows, cols): per group of 32, the range [min, max] in 16 steps."""
+    """8-bit codes fitted to a float weight (rows, cols), symmetric per group of 32 as llama.cpp's Q8_0:
+    ``scale = max|w| / 127``, ``code = round(w / scale) + 128``. For GGUF formats the planes cannot hold
+    exactly (Q6_K's 16-weight sub-blocks): each weight moves by at most half a step, a quarter of Q6_K's own
+    step, and the layer runs on the same row-independent int4 kernel as the others (a float GEMM's result for
+    one row depends on how many rows share the pass: lookahead would stop matching greedy)."""
     rows, cols = weight.shape
     w = weight.detach().float().reshape(rows, cols // GROUP, GROUP)
-    low, high = w.amin(dim=-1), w.amax(dim=-1)
-    scale = ((high - low) / 15.0).clamp_min(1e-12)
-    codes = torch.round((w - low[..., None]) / scale[..., None]).clamp(0, 15).to(torch.uint8)
-    return AffineGroups(codes.reshape(rows, cols).numpy(), scale.numpy(), low.numpy(), 4)
+    scale = (w.abs().amax(dim=-1) / 127.0).clamp_min(1e-12)
+    codes = (torch.round(w / scale[..., None]).clamp(-127, 127) + 128).to(torch.uint8)
+    return AffineGroups(codes.reshape(rows, cols).numpy(), scale.numpy(), (-128.0 * scale).numpy(), 8)
 
 
 class PackedLinear(torch.nn.Module):

@@ -3,8 +3,11 @@
 A batch-1 pass on a CPU is bound by the bytes of weights it reads: the embedded model's float32 copy is about
 2 GB a pass, its GGUF about 0.46 GB. :func:`pack_gguf` turns every GGUF weight of a qwen2 model into the
 packed form of the module it belongs to: int4 planes for the formats with 32-element affine groups (Q4_0,
-Q4_1, Q5_0, Q5_1, Q8_0, Q4_K: exact, see :mod:`decoder.packed_linear`), dense bfloat16 for the others (Q6_K,
-F16), the input embedding as codes and float32 scales. :func:`use_packed` puts those modules into a loaded
+Q4_1, Q5_0, Q5_1, Q8_0, Q4_K: exact, see :mod:`decoder.packed_linear`), for the others (Q6_K, F16) 8-bit
+groups fitted to their values (two planes; dense bfloat16 only for a shape the kernel cannot take),
+the input embedding as codes and float32 scales. Every decoding-pass matrix then runs on the int4 kernel, whose
+result for a row does not depend on the other rows of the pass (checked for 1 to 32 rows): lookahead's wide
+passes compute exactly what greedy's one-token passes compute. :func:`use_packed` puts those modules into a loaded
 transformers model in place of its ``nn.Linear`` and ``nn.Embedding`` layers (norms and biases stay float32).
 The packed tensors are cached once per GGUF (by its sha256) and PyTorch version (the kernel's packed layout
 is PyTorch's own): :func:`cached_packed_state`.
@@ -28,11 +31,11 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from decoder.gguf_blocks import GROUP, AffineGroups, read_affine
-from decoder.packed_linear import PackedEmbedding, PackedLinear, Plane, split_planes
+from decoder.packed_linear import PackedEmbedding, PackedLinear, Plane, requantize, split_planes
 
 logger = logging.getLogger(__name__)
 
-CACHE_FORMAT = "packed-v1"  # bump when the packed state's keys or meaning change
+CACHE_FORMAT = "packed-v2"  # bump when the packed state's keys or meaning change
 
 _LAYER_NAMES = {
     "attn_q": "self_attn.q_proj",
@@ -125,11 +128,16 @@ def pack_gguf(gguf_path: Path) -> State:
                 for part in ("codes", "scale", "offset"):
                     state[f"{name}.{part}"] = torch.from_numpy(getattr(groups, part))
             continue
-        if groups is None or not packable(rows, cols):
+        if groups is None:
             from gguf.quants import dequantize
 
-            dense = dequantize(tensor.data, tensor.tensor_type).reshape(rows, cols)
-            state[f"{name}.dense"] = torch.from_numpy(dense).to(torch.bfloat16)
+            dense = torch.from_numpy(dequantize(tensor.data, tensor.tensor_type).reshape(rows, cols))
+            if not packable(rows, cols):  # a shape the kernel cannot take: a dense bfloat16 matrix
+                state[f"{name}.dense"] = dense.to(torch.bfloat16)
+                continue
+            groups = requantize(dense)  # Q6_K: 8-bit groups, two planes (decoder/packed_linear.py)
+        if not packable(rows, cols):
+            state[f"{name}.dense"] = torch.from_numpy(groups.dequantize()).to(torch.bfloat16)
             continue
         state |= _plane_state(name, groups)
     if "lm_head.plane0.packed" not in state and "lm_head.dense" not in state and embedding is not None:

@@ -15,7 +15,7 @@ from decoder.gguf_blocks import read_affine, supported
 from decoder.greedy import GreedyDecoder
 from decoder.lookahead import LookaheadConfig, LookaheadDecoder
 from decoder.model import ModelLoadError, use_gguf_weights
-from decoder.packed_linear import PackedEmbedding, PackedLinear, int4_kernel_works, requantize
+from decoder.packed_linear import PackedEmbedding, PackedLinear, Plane, int4_kernel_works, requantize
 from decoder.packed_model import cache_path, cached_packed_state, pack_gguf, prefill_twin, use_packed
 from decoder.policy import GPU_COST, CostModel
 from decoder.types import DecodeRequest
@@ -82,11 +82,12 @@ def test_the_planes_hold_each_weight_not_just_the_products() -> None:
     assert (columns - weight).abs().max() <= 2**-7 * weight.abs().max()
 
 
-def test_requantize_fits_one_plane_within_half_a_step() -> None:
+def test_requantize_fits_8_bit_codes_within_half_a_step() -> None:
     weight = torch.randn(32, 64, generator=torch.Generator().manual_seed(2))
     groups = requantize(weight)
     step = groups.scale.repeat(32, axis=1)
-    assert groups.bits == 4 and np.all(np.abs(groups.dequantize() - weight.numpy()) <= step / 2 + 1e-6)
+    assert groups.bits == 8 and np.all(np.abs(groups.dequantize() - weight.numpy()) <= step / 2 + 1e-6)
+    assert np.all(groups.codes >= 1)  # symmetric: codes 1..255 around 128
 
 
 def test_a_packed_embedding_looks_up_the_exact_float_rows() -> None:
@@ -225,3 +226,24 @@ def test_gguf_weights_for_a_model_without_a_gguf_is_a_clear_error() -> None:
         use_gguf_weights("gguf", torch.device("cpu"), torch.float32, "hf-dir")
     with pytest.raises(ModelLoadError, match="bad weights"):
         use_gguf_weights("int3", torch.device("cpu"), torch.float32, "embedded-cache")
+
+
+def test_a_q6_k_matrix_runs_on_the_int4_kernel_too(tmp_path: Path) -> None:
+    rows, cols = 32, 256
+    raw = random_blocks("Q6_K", rows, cols, seed=9)
+    writer = GGUFWriter(str(tmp_path / "q6.gguf"), "qwen2")
+    writer.add_tensor("blk.0.ffn_down.weight", raw, raw_shape=raw.shape, raw_dtype=GGMLQuantizationType.Q6_K)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    state = pack_gguf(tmp_path / "q6.gguf")
+    assert "model.layers.0.mlp.down_proj.plane1.packed" in state  # 8-bit groups: two planes, no dense matrix
+    layer = PackedLinear(
+        [Plane(state[f"model.layers.0.mlp.down_proj.plane{i}.packed"],
+               state[f"model.layers.0.mlp.down_proj.plane{i}.scales_zeros"]) for i in range(2)],
+        None, cols, rows,
+    )  # fmt: skip
+    weight = torch.from_numpy(dequantize(raw, GGMLQuantizationType.Q6_K).reshape(rows, cols)).double()
+    read_back = layer(torch.eye(cols)).t().double()
+    assert (read_back - weight).abs().max() <= 2**-6 * weight.abs().max()
