@@ -93,6 +93,11 @@ class WorkspaceWatcher:
         self._thread = threading.Thread(target=self._run, name="workspace-watcher", daemon=True)
         self._thread.start()
 
+    @property
+    def running(self) -> bool:
+        """Whether :meth:`start` was called and :meth:`stop` not yet."""
+        return self._observer is not None
+
     def stop(self) -> None:
         observer, thread = self._observer, self._thread
         self._observer = self._thread = None

@@ -288,7 +288,13 @@ class WorkspaceIndex:
         return len(gone) + len(changed)
 
     def stop(self) -> None:
+        """Stop watching. Events the watcher had not settled yet (debounced paths, a rescan it was waiting for, a
+        burst still in the kernel's queue) would be lost, and a snapshot saved now would miss them: a watched
+        index reconciles with the disk once more first."""
+        watching = self._watcher.running
         self._watcher.stop()
+        if watching:
+            self.reconcile()
 
     def _filter_for(self, path: Path) -> PathFilter | None:
         return next((f for f in self._filters if f.root in path.parents), None)
