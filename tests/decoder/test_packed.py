@@ -16,7 +16,7 @@ from decoder.greedy import GreedyDecoder
 from decoder.lookahead import LookaheadConfig, LookaheadDecoder
 from decoder.model import ModelLoadError, use_gguf_weights
 from decoder.packed_linear import PackedEmbedding, PackedLinear, Plane, int4_kernel_works, requantize
-from decoder.packed_model import cache_path, cached_packed_state, pack_gguf, prefill_twin, use_packed
+from decoder.packed_model import cache_path, cached_packed_state, module_name, pack_gguf, prefill_twin, use_packed
 from decoder.policy import GPU_COST, CostModel
 from decoder.types import DecodeRequest
 from tests.tiny_model import make_tiny_qwen2
@@ -103,9 +103,6 @@ def test_a_packed_embedding_looks_up_the_exact_float_rows() -> None:
 
 QUANT_TYPES = {"attn_q": "Q5_0", "attn_k": "Q5_0", "attn_v": "Q8_0", "attn_output": "Q4_0", "ffn_gate": "Q5_0",
                "ffn_up": "Q8_0", "ffn_down": "Q4_1"}  # fmt: skip
-HF_NAMES = {"attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj",
-            "attn_output": "self_attn.o_proj", "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj",
-            "ffn_down": "mlp.down_proj"}  # fmt: skip
 
 
 def write_tiny_gguf(model: torch.nn.Module, path: Path) -> None:
@@ -116,12 +113,14 @@ def write_tiny_gguf(model: torch.nn.Module, path: Path) -> None:
 
     def add(name: str, weight: np.ndarray, type_name: str) -> None:
         qtype = GGMLQuantizationType[type_name]
-        writer.add_tensor(name, quantize(weight, qtype), raw_shape=quantize(weight, qtype).shape, raw_dtype=qtype)
+        blocks = quantize(weight, qtype)
+        writer.add_tensor(name, blocks, raw_shape=blocks.shape, raw_dtype=qtype)
 
     add("token_embd.weight", state["model.embed_tokens.weight"], "Q8_0")
     for layer in range(2):
         for short, type_name in QUANT_TYPES.items():
-            add(f"blk.{layer}.{short}.weight", state[f"model.layers.{layer}.{HF_NAMES[short]}.weight"], type_name)
+            name = f"blk.{layer}.{short}.weight"
+            add(name, state[f"{module_name(name)}.weight"], type_name)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
@@ -131,14 +130,11 @@ def write_tiny_gguf(model: torch.nn.Module, path: Path) -> None:
 def dequantized_copy(model: torch.nn.Module, gguf: Path) -> torch.nn.Module:
     """The same tiny model with every matrix replaced by the GGUF's dequantized float32 values."""
     twin = make_tiny_qwen2(vocab_size=512, seed=1, dtype=torch.float32)
-    names = {"token_embd": "model.embed_tokens"} | {
-        f"blk.{i}.{s}": f"model.layers.{i}.{h}" for i in range(2) for s, h in HF_NAMES.items()
-    }
     params = dict(twin.named_parameters())
     for tensor in GGUFReader(str(gguf)).tensors:
         cols, rows = (int(n) for n in tensor.shape[:2])
         values = dequantize(tensor.data, tensor.tensor_type).reshape(rows, cols)
-        params[names[tensor.name.removesuffix(".weight")] + ".weight"].data.copy_(torch.from_numpy(values))
+        params[f"{module_name(tensor.name)}.weight"].data.copy_(torch.from_numpy(values))
     return twin
 
 
