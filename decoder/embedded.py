@@ -403,21 +403,21 @@ def prepare_embedded(
 ) -> Converted:
     """The converted embedded model: from the cache (fast; the parts are not even read) or built now."""
     report = _reporter(progress)
-
-    def produce(build_dir: Path) -> Path:
-        gguf = build_dir / parts.gguf_name
-        assemble(parts, gguf, search_path=search_path, progress=report)
-        return gguf
-
+    produce = embedded_gguf(parts, search_path=search_path, progress=report)
     return build_cached(parts.sha256, produce, source=f"embedded {parts.gguf_name}", root=root, progress=report)
 
 
-def embedded_gguf(parts: EmbeddedParts = EMBEDDED) -> Callable[[Path], Path]:
+def embedded_gguf(
+    parts: EmbeddedParts = EMBEDDED,
+    *,
+    search_path: Sequence[str] | None = None,
+    progress: ProgressFn | None = None,
+) -> Callable[[Path], Path]:
     """A producer of the embedded model's GGUF: assembles (and checks) the parts into a directory it is given."""
 
     def produce(directory: Path) -> Path:
         gguf = directory / parts.gguf_name
-        assemble(parts, gguf)
+        assemble(parts, gguf, search_path=search_path, progress=progress)
         return gguf
 
     return produce
