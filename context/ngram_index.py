@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from decoder.drafts import Draft
+from lookahead_lsp.decoder.drafts import Draft
 
 SOURCE_NAME = "workspace"
 TIER_OTHER, TIER_OPEN, TIER_CURRENT = 0, 1, 2

@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from context.healing import is_word_char, strip_healed
-from context.languages import LanguageSpec
-from context.syntax import CompletionShape, bracket_events, indent_width
-from decoder.types import StopFn
+from lookahead_lsp.context.healing import is_word_char, strip_healed
+from lookahead_lsp.context.languages import LanguageSpec
+from lookahead_lsp.context.syntax import CompletionShape, bracket_events, indent_width
+from lookahead_lsp.decoder.types import StopFn
 
 REPEAT_LINES = 2  # suffix lines compared when the first one is too short to be telling
 MIN_TELLING_LINE = 8  # a suffix line this long (stripped, with a letter or digit) is telling on its own

@@ -33,8 +33,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from context.healing import Healing, heal_ids
-from context.snippets import Snippet
+from lookahead_lsp.context.healing import Healing, heal_ids
+from lookahead_lsp.context.snippets import Snippet
 
 Layout = Literal["psm", "spm"]
 PromptLayout = Literal["psm", "spm", "psm-short"]

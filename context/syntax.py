@@ -24,7 +24,7 @@ from typing import Literal
 
 from tree_sitter import Node, Tree
 
-from context.languages import LANGUAGES, UNKNOWN, LanguageSpec, detect_language, get_parser
+from lookahead_lsp.context.languages import LANGUAGES, UNKNOWN, LanguageSpec, detect_language, get_parser
 
 TAB_SIZE = 4
 WINDOW_LINES_BEFORE = 300  # lines parsed above the cursor (then back to a line at column 0, at most 200 more)

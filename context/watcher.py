@@ -26,7 +26,7 @@ from pathlib import Path
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
-from context.workspace import DEFAULT_CONFIG, PathFilter, WorkspaceConfig, read_source
+from lookahead_lsp.context.workspace import DEFAULT_CONFIG, PathFilter, WorkspaceConfig, read_source
 
 ChangeFn = Callable[[Path, "str | None"], None]
 BURST_PATHS = 512  # this many paths waiting at once: rescan instead (events may have been lost)

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from context.index_store import (
+from lookahead_lsp.context.index_store import (
     Snapshot,
     StoredFile,
     load_snapshot,
@@ -32,9 +32,9 @@ from context.index_store import (
     snapshot_path,
     tokenizer_key,
 )
-from context.ngram_index import NgramIndex
-from context.watcher import WorkspaceWatcher
-from context.workspace import DEFAULT_CONFIG, PathFilter, ScannedFile, WorkspaceConfig, read_source, scan
+from lookahead_lsp.context.ngram_index import NgramIndex
+from lookahead_lsp.context.watcher import WorkspaceWatcher
+from lookahead_lsp.context.workspace import DEFAULT_CONFIG, PathFilter, ScannedFile, WorkspaceConfig, read_source, scan
 
 TokenizeFn = Callable[[str], list[int]]
 TokenizeBatchFn = Callable[[list[str]], list[list[int]]]

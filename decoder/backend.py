@@ -15,12 +15,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from decoder.types import CancelToken, Decoder, DecodeRequest, DecodeResult
+from lookahead_lsp.decoder.types import CancelToken, Decoder, DecodeRequest, DecodeResult
 
 if TYPE_CHECKING:
-    from decoder.lookahead import LookaheadConfig
-    from decoder.policy import CostModel
-    from decoder.remote import RemoteConfig, RemoteEngine
+    from lookahead_lsp.decoder.lookahead import LookaheadConfig
+    from lookahead_lsp.decoder.policy import CostModel
+    from lookahead_lsp.decoder.remote import RemoteConfig, RemoteEngine
 
 LocalKind = Literal["lookahead", "greedy"]
 
@@ -90,10 +90,10 @@ def local_backend(
     """The lookahead decoder (default; ``config`` and the measured ``cost``, else their defaults) or plain
     greedy over a transformers causal LM."""
     if kind == "greedy":
-        from decoder.greedy import GreedyDecoder  # deferred: torch (see the module docstring)
+        from lookahead_lsp.decoder.greedy import GreedyDecoder  # deferred: torch (see the module docstring)
 
         return LocalBackend(GreedyDecoder(model), "greedy")
-    from decoder.lookahead import LookaheadDecoder  # deferred: torch
+    from lookahead_lsp.decoder.lookahead import LookaheadDecoder  # deferred: torch
 
     return LocalBackend(LookaheadDecoder(model, config, cost), "lookahead")
 
@@ -106,7 +106,7 @@ def remote_backend(
     on_recovery: Callable[[], None] | None = None,
 ) -> RemoteEngine:
     """A remote engine client whose text <-> token ids conversions use ``tokenizer`` (a transformers one)."""
-    from decoder.remote import RemoteEngine  # deferred: only a remote decoder needs the HTTP client
+    from lookahead_lsp.decoder.remote import RemoteEngine  # deferred: only a remote decoder needs the HTTP client
 
     def detokenize(ids: Sequence[int]) -> str:
         return str(tokenizer.decode(list(ids), skip_special_tokens=False))

@@ -13,10 +13,10 @@ from typing import Any
 
 import torch
 
-from decoder.kv import PrefixKV
-from decoder.packed_model import is_packed
-from decoder.policy import CostModel
-from decoder.types import CancelToken
+from lookahead_lsp.decoder.kv import PrefixKV
+from lookahead_lsp.decoder.packed_model import is_packed
+from lookahead_lsp.decoder.policy import CostModel
+from lookahead_lsp.decoder.types import CancelToken
 
 PREFILL_CHUNK = 256  # tokens per prefill pass (a cancel stops a pass between layers: it need not be small)
 COST_SIZES = (1, 2, 3, 4, 8, 16)  # tokens per timed pass of the cost model (about a second on 2 CPU cores)

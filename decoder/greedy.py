@@ -6,10 +6,10 @@ from collections.abc import Sequence
 
 import torch
 
-from decoder.forward import forward
-from decoder.kv import PrefixKV
-from decoder.steps import Generation, drive, pick, warm
-from decoder.types import CancelToken, DecodeRequest, DecodeResult
+from lookahead_lsp.decoder.forward import forward
+from lookahead_lsp.decoder.kv import PrefixKV
+from lookahead_lsp.decoder.steps import Generation, drive, pick, warm
+from lookahead_lsp.decoder.types import CancelToken, DecodeRequest, DecodeResult
 
 
 class GreedyDecoder:

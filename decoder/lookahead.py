@@ -17,14 +17,14 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
-from decoder.drafts import Draft, DraftSource, JacobiPool, NgramTable
-from decoder.forward import forward
-from decoder.kv import PrefixKV, common_prefix_len
-from decoder.packed_model import is_packed
-from decoder.policy import AcceptanceModel, CostModel, default_verify, select
-from decoder.steps import Generation, drive, pick, warm
-from decoder.tree import TokenTree, build_tree, verify
-from decoder.types import CancelToken, DecodeRequest, DecodeResult
+from lookahead_lsp.decoder.drafts import Draft, DraftSource, JacobiPool, NgramTable
+from lookahead_lsp.decoder.forward import forward
+from lookahead_lsp.decoder.kv import PrefixKV, common_prefix_len
+from lookahead_lsp.decoder.packed_model import is_packed
+from lookahead_lsp.decoder.policy import AcceptanceModel, CostModel, default_verify, select
+from lookahead_lsp.decoder.steps import Generation, drive, pick, warm
+from lookahead_lsp.decoder.tree import TokenTree, build_tree, verify
+from lookahead_lsp.decoder.types import CancelToken, DecodeRequest, DecodeResult
 
 log = logging.getLogger(__name__)
 

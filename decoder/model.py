@@ -33,11 +33,25 @@ from typing import Any
 
 import torch
 
-from decoder import attention
-from decoder.cpu_linear import use_onednn_linear
-from decoder.embedded import EmbeddedModelError, ProgressFn, cache_root, embedded_gguf, prepare_embedded, prepare_gguf
-from decoder.packed_linear import int4_kernel_works
-from decoder.packed_model import cached_packed_state, layer_weights, logical_size, own_storage, prefill_twin, use_packed
+from lookahead_lsp.decoder import attention
+from lookahead_lsp.decoder.cpu_linear import use_onednn_linear
+from lookahead_lsp.decoder.embedded import (
+    EmbeddedModelError,
+    ProgressFn,
+    cache_root,
+    embedded_gguf,
+    prepare_embedded,
+    prepare_gguf,
+)
+from lookahead_lsp.decoder.packed_linear import int4_kernel_works
+from lookahead_lsp.decoder.packed_model import (
+    cached_packed_state,
+    layer_weights,
+    logical_size,
+    own_storage,
+    prefill_twin,
+    use_packed,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -303,7 +317,7 @@ def load_model(
             fast = load_weights(fast_dtype) if fast_dtype is not None else None
     except (OSError, ValueError, KeyError, RuntimeError, ImportError, EmbeddedModelError) as exc:
         raise ModelLoadError(f"cannot load {spec!r} from {where}: {_one_line(exc)}") from exc
-    from decoder.forward import use_prefill_model
+    from lookahead_lsp.decoder.forward import use_prefill_model
 
     use_prefill_model(model, fast)
     seconds = time.perf_counter() - started

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from decoder.gguf_blocks import GROUP, AffineGroups
+from lookahead_lsp.decoder.gguf_blocks import GROUP, AffineGroups
 
 ACTIVATIONS = torch.bfloat16  # the kernel's fast path: float32 activations take a slow path (~40x here)
 

@@ -30,8 +30,8 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
-from decoder.gguf_blocks import GROUP, AffineGroups, read_affine
-from decoder.packed_linear import PackedEmbedding, PackedLinear, Plane, requantize, split_planes
+from lookahead_lsp.decoder.gguf_blocks import GROUP, AffineGroups, read_affine
+from lookahead_lsp.decoder.packed_linear import PackedEmbedding, PackedLinear, Plane, requantize, split_planes
 
 logger = logging.getLogger(__name__)
 

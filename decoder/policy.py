@@ -14,7 +14,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from decoder.drafts import Draft
+from lookahead_lsp.decoder.drafts import Draft
 
 # Relative pass cost by number of tokens: the default where nothing was measured. CPU: this 2-core AVX-512 machine,
 # the embedded 0.5B model in fp32 on oneDNN's linear kernels (decoder/cpu_linear.py), 800 tokens in the cache,

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from decoder.types import CancelToken, DecodeRequest, DecodeResult, DecodeStats, FinishReason
+from lookahead_lsp.decoder.types import CancelToken, DecodeRequest, DecodeResult, DecodeStats, FinishReason
 
 log = logging.getLogger(__name__)
 

@@ -12,9 +12,9 @@ from typing import Protocol
 
 import torch
 
-from decoder.forward import Preempted, preemptible, prefill
-from decoder.kv import PrefixKV
-from decoder.types import CancelToken, DecodeRequest, DecodeResult, DecodeStats, FinishReason
+from lookahead_lsp.decoder.forward import Preempted, preemptible, prefill
+from lookahead_lsp.decoder.kv import PrefixKV
+from lookahead_lsp.decoder.types import CancelToken, DecodeRequest, DecodeResult, DecodeStats, FinishReason
 
 
 def pick(logits: torch.Tensor, allowed: Sequence[int] | None) -> int:

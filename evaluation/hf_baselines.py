@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from decoder.types import DecodeRequest, DecodeResult, DecodeStats, FinishReason
+from lookahead_lsp.decoder.types import DecodeRequest, DecodeResult, DecodeStats, FinishReason
 
 HF_PROMPT_LOOKUP_TOKENS = 7  # the value of the DESIGN.md anchor
 

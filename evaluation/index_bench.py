@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from context.ngram_index import NgramIndex
-from lsp_server.commands.index import load_tokenizer
+from lookahead_lsp.context.ngram_index import NgramIndex
+from lookahead_lsp.lsp_server.commands.index import load_tokenizer
 
 
 def corpus_files(limit_chars: int) -> list[str]:

@@ -20,12 +20,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from decoder.greedy import GreedyDecoder
-from decoder.model import stop_token_ids
-from evaluation.quality import score
-from evaluation.speed import ContextBuilder
-from evaluation.workloads import Hole
-from lsp_server.completion import Cursor, Limits, decode_completion, plan_completion
+from lookahead_lsp.decoder.greedy import GreedyDecoder
+from lookahead_lsp.decoder.model import stop_token_ids
+from lookahead_lsp.evaluation.quality import score
+from lookahead_lsp.evaluation.speed import ContextBuilder
+from lookahead_lsp.evaluation.workloads import Hole
+from lookahead_lsp.lsp_server.completion import Cursor, Limits, decode_completion, plan_completion
 
 
 @dataclass(frozen=True)

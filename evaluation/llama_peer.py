@@ -10,12 +10,12 @@ the accepted drafts (``predicted_n - draft_n_accepted``). Its output is cut at t
 server stops at its own end-of-generation tokens, which are fewer) and by the stop callback, after the fact.
 
 :data:`PEERS` names the configurations (``llama-server`` plain, ``llama-server-ngram`` with the best n-gram
-speculation of :data:`SPEC_SWEEP`, measured by ``python -m evaluation.llama_peer --sweep`` and recorded in
+speculation of :data:`SPEC_SWEEP`, measured by ``python -m lookahead_lsp.evaluation.llama_peer --sweep`` and recorded in
 docs/benchmarks.md); :func:`started_peers` runs one server per configuration on the same GGUF and threads, and
 stops them all on the way out, errors and KeyboardInterrupt included.
 
-Usage: python -m evaluation.llama_peer --sweep [--corpus DIR] [--workload fim] [--holes 3] [--max-new-tokens 48]
-       [--threads N]
+Usage: python -m lookahead_lsp.evaluation.llama_peer --sweep [--corpus DIR] [--workload fim] [--holes 3]
+       [--max-new-tokens 48] [--threads N]
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from decoder.types import DecodeRequest, DecodeResult, DecodeStats, FinishReason
-from evaluation.remote_bench import LLAMA_SERVER_GREEDY, LlamaServer, embedded_gguf, engine_unavailable
+from lookahead_lsp.decoder.types import DecodeRequest, DecodeResult, DecodeStats, FinishReason
+from lookahead_lsp.evaluation.remote_bench import LLAMA_SERVER_GREEDY, LlamaServer, embedded_gguf, engine_unavailable
 
 REQUEST_TIMEOUT_S = 600.0
 
@@ -210,10 +210,10 @@ def sweep(args: argparse.Namespace) -> str:
     All servers run at once and decode each hole in turn, ``--repeats`` rounds with the prompt cached after
     the first (a repeat only decodes); each keeps its fastest decode per hole, as ``bench --repeats`` does:
     on a shared machine the fastest of a few is the least disturbed."""
-    from decoder.model import stop_token_ids
-    from evaluation.speed import ContextBuilder
-    from evaluation.workloads import Corpus, make_holes
-    from lsp_server.completion import Limits, decode_request
+    from lookahead_lsp.decoder.model import stop_token_ids
+    from lookahead_lsp.evaluation.speed import ContextBuilder
+    from lookahead_lsp.evaluation.workloads import Corpus, make_holes
+    from lookahead_lsp.lsp_server.completion import Limits, decode_request
 
     corpus = Corpus.load(args.corpus)
     tokenizer = _tokenizer()
@@ -253,15 +253,17 @@ def sweep(args: argparse.Namespace) -> str:
 def _tokenizer() -> Any:
     from transformers import AutoTokenizer
 
-    from decoder.embedded import ensure_converted
+    from lookahead_lsp.decoder.embedded import ensure_converted
 
     return AutoTokenizer.from_pretrained(str(ensure_converted()))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from decoder.model import physical_cores
+    from lookahead_lsp.decoder.model import physical_cores
 
-    parser = argparse.ArgumentParser(prog="python -m evaluation.llama_peer", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m lookahead_lsp.evaluation.llama_peer", description=__doc__.split("\n")[0]
+    )
     parser.add_argument("--sweep", action="store_true", help="sweep llama-server's n-gram speculation settings")
     parser.add_argument("--corpus", default=None, help="directory of code to cut holes from (default: pathspec)")
     parser.add_argument("--workload", default="fim", help="comma-separated workloads (default: fim)")

@@ -52,7 +52,7 @@ def read_message(stream: IO[bytes]) -> Message | None:
 
 
 class LspClient:
-    """Drives one server process. ``command`` defaults to ``python -m lsp_server.cli serve``."""
+    """Drives one server process. ``command`` defaults to ``python -m lookahead_lsp.lsp_server.cli serve``."""
 
     def __init__(
         self,
@@ -61,7 +61,7 @@ class LspClient:
         env: dict[str, str] | None = None,
         stderr_path: Path | None = None,
     ) -> None:
-        command = list(command or [sys.executable, "-m", "lsp_server.cli", "serve"])
+        command = list(command or [sys.executable, "-m", "lookahead_lsp.lsp_server.cli", "serve"])
         self._stderr = open(stderr_path or os.devnull, "wb")  # noqa: SIM115 (closed in close())
         self.process = subprocess.Popen(
             command,

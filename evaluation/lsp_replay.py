@@ -38,9 +38,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evaluation.lsp_client import LspClient
-from evaluation.report import markdown_table
-from evaluation.workloads import Corpus, Hole, make_holes, statement_spans
+from lookahead_lsp.evaluation.lsp_client import LspClient
+from lookahead_lsp.evaluation.report import markdown_table
+from lookahead_lsp.evaluation.workloads import Corpus, Hole, make_holes, statement_spans
 
 READY_TIMEOUT_S = 900.0
 ANSWER_TIMEOUT_S = 300.0

@@ -13,7 +13,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from evaluation.lsp_client import LspClient
+from lookahead_lsp.evaluation.lsp_client import LspClient
 
 SOURCE = "import os\n\n\ndef helper_{n}(path):\n    return os.path.join(path, 'x')\n\n\ndef main_{n}():\n    "
 TYPED = "value = helper_"

@@ -16,9 +16,9 @@ import time
 
 import torch
 
-from decoder.forward import masked_pass, prefill
-from decoder.kv import PrefixKV
-from decoder.model import load_model
+from lookahead_lsp.decoder.forward import masked_pass, prefill
+from lookahead_lsp.decoder.kv import PrefixKV
+from lookahead_lsp.decoder.model import load_model
 
 SIZES = (1, 2, 3, 4, 6, 8, 12, 16)
 

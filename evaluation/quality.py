@@ -28,12 +28,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from context.postprocess import WordEnd, make_stop_fn
-from decoder.types import Decoder
-from evaluation.speed import ContextBuilder, Progress
-from evaluation.workloads import Hole
-from lsp_server.completion import Cursor, Limits, finish_completion, plan_completion, visible_text
-from lsp_server.config import Config
+from lookahead_lsp.context.postprocess import WordEnd, make_stop_fn
+from lookahead_lsp.decoder.types import Decoder
+from lookahead_lsp.evaluation.speed import ContextBuilder, Progress
+from lookahead_lsp.evaluation.workloads import Hole
+from lookahead_lsp.lsp_server.completion import Cursor, Limits, finish_completion, plan_completion, visible_text
+from lookahead_lsp.lsp_server.config import Config
 
 VARIANTS = ("raw", "stop", "stop+trim")
 DEADLINE_VARIANT = "stop+trim+deadlines"

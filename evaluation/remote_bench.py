@@ -43,16 +43,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from decoder.backend import Backend, local_backend, remote_backend
-from decoder.embedded import EMBEDDED, assemble
-from decoder.model import configure_torch_threads, load_model, stop_token_ids
-from decoder.remote import RemoteConfig
-from decoder.types import DecodeRequest
-from evaluation.lsp_replay import CASES, session_holes, typing_session
-from evaluation.speed import ContextBuilder
-from evaluation.workloads import Corpus, Hole, make_holes
-from lsp_server.cli import UsageError
-from lsp_server.completion import Cursor, Limits, decode_completion, plan_completion
+from lookahead_lsp.decoder.backend import Backend, local_backend, remote_backend
+from lookahead_lsp.decoder.embedded import EMBEDDED, assemble
+from lookahead_lsp.decoder.model import configure_torch_threads, load_model, stop_token_ids
+from lookahead_lsp.decoder.remote import RemoteConfig
+from lookahead_lsp.decoder.types import DecodeRequest
+from lookahead_lsp.evaluation.lsp_replay import CASES, session_holes, typing_session
+from lookahead_lsp.evaluation.speed import ContextBuilder
+from lookahead_lsp.evaluation.workloads import Corpus, Hole, make_holes
+from lookahead_lsp.lsp_server.cli import UsageError
+from lookahead_lsp.lsp_server.completion import Cursor, Limits, decode_completion, plan_completion
 
 ROOT = Path(__file__).resolve().parent.parent
 TOOLS = Path(os.environ.get("LOOKAHEAD_TOOLS", ROOT / ".tools"))

@@ -17,8 +17,8 @@ from typing import Any
 import torch
 import transformers
 
-from evaluation.quality import QualityResult, summarize_quality
-from evaluation.speed import BenchResult, Summary, summarize
+from lookahead_lsp.evaluation.quality import QualityResult, summarize_quality
+from lookahead_lsp.evaluation.speed import BenchResult, Summary, summarize
 
 
 def machine_description() -> dict[str, Any]:

@@ -31,18 +31,18 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any, Literal
 
-from context.ngram_index import NgramIndex
-from context.prompt import BuiltPrompt, PromptInput, PromptLayout, layout_builder
-from context.snippets import Snippet, SnippetIndex
-from decoder.backend import LocalBackend, local_backend
-from decoder.drafts import DraftSource
-from decoder.forward import measure_cost
-from decoder.lookahead import LookaheadConfig
-from decoder.policy import CostModel
-from decoder.types import Decoder, DecodeRequest, DecodeResult, DecodeStats
-from evaluation.hf_baselines import HF_PROMPT_LOOKUP_TOKENS, HFGenerateDecoder
-from evaluation.workloads import Corpus, Hole
-from lsp_server.completion import Limits, decode_request
+from lookahead_lsp.context.ngram_index import NgramIndex
+from lookahead_lsp.context.prompt import BuiltPrompt, PromptInput, PromptLayout, layout_builder
+from lookahead_lsp.context.snippets import Snippet, SnippetIndex
+from lookahead_lsp.decoder.backend import LocalBackend, local_backend
+from lookahead_lsp.decoder.drafts import DraftSource
+from lookahead_lsp.decoder.forward import measure_cost
+from lookahead_lsp.decoder.lookahead import LookaheadConfig
+from lookahead_lsp.decoder.policy import CostModel
+from lookahead_lsp.decoder.types import Decoder, DecodeRequest, DecodeResult, DecodeStats
+from lookahead_lsp.evaluation.hf_baselines import HF_PROMPT_LOOKUP_TOKENS, HFGenerateDecoder
+from lookahead_lsp.evaluation.workloads import Corpus, Hole
+from lookahead_lsp.lsp_server.completion import Limits, decode_request
 
 Progress = Callable[[str, "float | None"], None]
 
@@ -110,7 +110,7 @@ def _config(name: str) -> DecoderConfig:
         return DecoderConfig(name, "hf", prompt_lookup=HF_PROMPT_LOOKUP_TOKENS)
     if name == "lookahead":
         return DecoderConfig(name, "lookahead")
-    from evaluation.llama_peer import PEERS  # here: llama_peer imports this module
+    from lookahead_lsp.evaluation.llama_peer import PEERS  # here: llama_peer imports this module
 
     if name in PEERS:
         return DecoderConfig(name, "peer")

@@ -1,7 +1,7 @@
-"""Allows ``python -m lsp_server``."""
+"""Allows ``python -m lookahead_lsp.lsp_server``."""
 
 import sys
 
-from lsp_server.cli import main
+from lookahead_lsp.lsp_server.cli import main
 
 sys.exit(main())

@@ -30,7 +30,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bench-passes": ("evaluation.commands.passes", "Forward-pass time by tokens: ours and transformers'."),
     "bench-memory": ("evaluation.commands.memory", "The daemon's resident memory over rounds of documents."),
 }
-"""Subcommand -> (module, help)."""
+"""Subcommand -> (module under ``lookahead_lsp``, help)."""
 
 
 class UsageError(Exception):
@@ -56,7 +56,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     for name, (module_name, help_text) in COMMANDS.items():
         sub = subparsers.add_parser(name, help=help_text, description=help_text)
         if name == command:
-            importlib.import_module(module_name).add_arguments(sub)
+            importlib.import_module(f"lookahead_lsp.{module_name}").add_arguments(sub)
     return parser
 
 
@@ -82,7 +82,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:
         print(f"lookahead-lsp: error: --log-file {args.log_file}: {exc.strerror or exc}", file=sys.stderr)
         return 2
-    module = importlib.import_module(COMMANDS[args.command][0])
+    module = importlib.import_module(f"lookahead_lsp.{COMMANDS[args.command][0]}")
     try:
         return int(module.run(args))
     except UsageError as exc:

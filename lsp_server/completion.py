@@ -22,12 +22,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from context.healing import healing_constraint, strip_healed
-from context.postprocess import Publish, StopRules, WordEnd, make_stop_fn, text_decoder, trim
-from context.prompt import BuiltPrompt
-from context.syntax import CompletionShape, analyze
-from decoder.drafts import DraftSource, SequenceNgrams
-from decoder.types import CancelToken, Decoder, DecodeRequest, DecodeResult, StopFn, TokenConstraint
+from lookahead_lsp.context.healing import healing_constraint, strip_healed
+from lookahead_lsp.context.postprocess import Publish, StopRules, WordEnd, make_stop_fn, text_decoder, trim
+from lookahead_lsp.context.prompt import BuiltPrompt
+from lookahead_lsp.context.syntax import CompletionShape, analyze
+from lookahead_lsp.decoder.drafts import DraftSource, SequenceNgrams
+from lookahead_lsp.decoder.types import CancelToken, Decoder, DecodeRequest, DecodeResult, StopFn, TokenConstraint
 
 SUFFIX_CHARS = 20_000  # the text after the cursor that stop rules and trimming look at
 

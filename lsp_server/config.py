@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from decoder.remote import RemoteConfig, parse_remote_config
+from lookahead_lsp.decoder.remote import RemoteConfig, parse_remote_config
 
 DecoderKind = Literal["lookahead", "greedy", "remote"]
 LayoutSetting = Literal["auto", "psm", "spm", "psm-short"]

@@ -13,12 +13,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from context.prompt import PromptBuilder, PromptInput
-from decoder.backend import Backend
-from decoder.drafts import DraftSource
-from lsp_server.config import Config
-from lsp_server.model_host import EngineEvents, ModelHost, ModelState, QuietEvents
-from lsp_server.workspace_context import WorkspaceContext
+from lookahead_lsp.context.prompt import PromptBuilder, PromptInput
+from lookahead_lsp.decoder.backend import Backend
+from lookahead_lsp.decoder.drafts import DraftSource
+from lookahead_lsp.lsp_server.config import Config
+from lookahead_lsp.lsp_server.model_host import EngineEvents, ModelHost, ModelState, QuietEvents
+from lookahead_lsp.lsp_server.workspace_context import WorkspaceContext
 
 
 class Engine:

@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from lsp_server.documents import Document
-from lsp_server.pipeline import Completion, Edit, Shown, typed_through
+from lookahead_lsp.lsp_server.documents import Document
+from lookahead_lsp.lsp_server.pipeline import Completion, Edit, Shown, typed_through
 
 Key = tuple[str, object, int]
 

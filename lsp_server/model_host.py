@@ -16,15 +16,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from context.healing import vocab_index
-from context.prompt import PromptBuilder, layout_builder
-from context.syntax import analyze
-from decoder.backend import Backend, local_backend, remote_backend
-from lsp_server.config import Config
+from lookahead_lsp.context.healing import vocab_index
+from lookahead_lsp.context.prompt import PromptBuilder, layout_builder
+from lookahead_lsp.context.syntax import analyze
+from lookahead_lsp.decoder.backend import Backend, local_backend, remote_backend
+from lookahead_lsp.lsp_server.config import Config
 
 if TYPE_CHECKING:
-    from decoder.model import LoadedModel
-    from decoder.policy import CostModel
+    from lookahead_lsp.decoder.model import LoadedModel
+    from lookahead_lsp.decoder.policy import CostModel
 
 log = logging.getLogger(__name__)
 
@@ -125,7 +125,7 @@ class ModelHost:
 
     def _load(self, generation: int, on_ready: Callable[[int], None], raise_errors: bool = False) -> None:
         # deferred: decoder.model imports torch (seconds); the daemon answers `initialize` before it loads
-        from decoder.model import ModelLoadError, stop_token_ids
+        from lookahead_lsp.decoder.model import ModelLoadError, stop_token_ids
 
         config = self.config
         started = time.perf_counter()
@@ -247,7 +247,7 @@ def load(config: Config, progress: Callable[[str, float | None], None]) -> Loade
     import torch
     from transformers import AutoTokenizer
 
-    from decoder.model import LoadedModel, ModelLoadError, load_model, resolve_spec
+    from lookahead_lsp.decoder.model import LoadedModel, ModelLoadError, load_model, resolve_spec
 
     if config.local:
         return load_model(
@@ -279,7 +279,7 @@ def make_backend(loaded: LoadedModel, config: Config, events: EngineEvents, cost
             on_outage=lambda message: events.notice(message, True),
             on_recovery=lambda: events.notice(f"lookahead: the remote engine at {remote.url} is back", False),
         )
-    from decoder.lookahead import LookaheadConfig  # deferred: imports torch (see `load`)
+    from lookahead_lsp.decoder.lookahead import LookaheadConfig  # deferred: imports torch (see `load`)
 
     options: dict[str, Any] = {"window": config.window, "ngram": config.ngram, "draft_len": config.draft_length}
     if config.verify is not None:
@@ -289,7 +289,7 @@ def make_backend(loaded: LoadedModel, config: Config, events: EngineEvents, cost
 
 def configure_threads(threads: int | None) -> None:
     """torch's thread counts (None: the physical cores)."""
-    from decoder.model import configure_torch_threads  # deferred: imports torch (see `_load`)
+    from lookahead_lsp.decoder.model import configure_torch_threads  # deferred: imports torch (see `_load`)
 
     configure_torch_threads(threads)
 
@@ -318,9 +318,9 @@ def tune(loaded: LoadedModel, threads: int | None) -> tuple[int | None, CostMode
     # deferred: torch (see `load`)
     import torch
 
-    from decoder.forward import forward, measure_cost
-    from decoder.kv import PrefixKV
-    from decoder.model import configure_torch_threads, physical_cores
+    from lookahead_lsp.decoder.forward import forward, measure_cost
+    from lookahead_lsp.decoder.kv import PrefixKV
+    from lookahead_lsp.decoder.model import configure_torch_threads, physical_cores
 
     try:
         if loaded.device.type == "cpu" and threads is None:

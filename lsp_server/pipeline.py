@@ -18,13 +18,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from context.prompt import BuiltPrompt, PromptBuilder, PromptInput
-from decoder.backend import Backend
-from decoder.drafts import DraftSource
-from decoder.types import CancelToken, DecodeStats
-from lsp_server.completion import Cursor, Limits, StageClock, decode_completion, plan_completion, trim_visible
-from lsp_server.config import Config
-from lsp_server.documents import Document
+from lookahead_lsp.context.prompt import BuiltPrompt, PromptBuilder, PromptInput
+from lookahead_lsp.decoder.backend import Backend
+from lookahead_lsp.decoder.drafts import DraftSource
+from lookahead_lsp.decoder.types import CancelToken, DecodeStats
+from lookahead_lsp.lsp_server.completion import (
+    Cursor,
+    Limits,
+    StageClock,
+    decode_completion,
+    plan_completion,
+    trim_visible,
+)
+from lookahead_lsp.lsp_server.config import Config
+from lookahead_lsp.lsp_server.documents import Document
 
 COMPARE_BLOCK = 4096  # characters compared at a time by edit_end
 

@@ -18,8 +18,8 @@ from lsprotocol import types
 from pygls.protocol import LanguageServerProtocol
 from pygls.protocol.json_rpc import JsonRPCNotification, JsonRPCRequestMessage
 
-from lsp_server import rpc
-from lsp_server.rpc import Refusal
+from lookahead_lsp.lsp_server import rpc
+from lookahead_lsp.lsp_server.rpc import Refusal
 
 log = logging.getLogger(__name__)
 

@@ -28,7 +28,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from decoder.types import CancelToken
+from lookahead_lsp.decoder.types import CancelToken
 
 log = logging.getLogger(__name__)
 

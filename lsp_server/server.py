@@ -42,17 +42,17 @@ from pygls.lsp.server import LanguageServer
 from pygls.protocol.language_server import lsp_method
 from pygls.uris import to_fs_path
 
-from lsp_server import memory, pipeline, transport
-from lsp_server.cli import configure_logging
-from lsp_server.config import Config, parse_config, to_settings
-from lsp_server.documents import Document, DocumentStore
-from lsp_server.engine import Engine
-from lsp_server.held import CompletionCache, Held
-from lsp_server.model_host import Task
-from lsp_server.pipeline import Completion, Edit, Snapshot, Warmed
-from lsp_server.protocol import RobustProtocol
-from lsp_server.rpc import valid_id
-from lsp_server.scheduler import Answer, Scheduler
+from lookahead_lsp.lsp_server import memory, pipeline, transport
+from lookahead_lsp.lsp_server.cli import configure_logging
+from lookahead_lsp.lsp_server.config import Config, parse_config, to_settings
+from lookahead_lsp.lsp_server.documents import Document, DocumentStore
+from lookahead_lsp.lsp_server.engine import Engine
+from lookahead_lsp.lsp_server.held import CompletionCache, Held
+from lookahead_lsp.lsp_server.model_host import Task
+from lookahead_lsp.lsp_server.pipeline import Completion, Edit, Snapshot, Warmed
+from lookahead_lsp.lsp_server.protocol import RobustProtocol
+from lookahead_lsp.lsp_server.rpc import valid_id
+from lookahead_lsp.lsp_server.scheduler import Answer, Scheduler
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ import threading
 from collections.abc import Awaitable, Callable
 from typing import BinaryIO, Protocol
 
-from lsp_server.framing import BadFrame, FrameParser
+from lookahead_lsp.lsp_server.framing import BadFrame, FrameParser
 
 log = logging.getLogger(__name__)
 

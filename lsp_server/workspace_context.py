@@ -17,13 +17,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from context.prompt import PromptInput
-from context.snippets import SnippetIndex
-from context.workspace import WorkspaceConfig
-from context.workspace_index import WorkspaceIndex
-from decoder.drafts import DraftSource
-from lsp_server.config import Config
-from lsp_server.model_host import EngineEvents
+from lookahead_lsp.context.prompt import PromptInput
+from lookahead_lsp.context.snippets import SnippetIndex
+from lookahead_lsp.context.workspace import WorkspaceConfig
+from lookahead_lsp.context.workspace_index import WorkspaceIndex
+from lookahead_lsp.decoder.drafts import DraftSource
+from lookahead_lsp.lsp_server.config import Config
+from lookahead_lsp.lsp_server.model_host import EngineEvents
 
 log = logging.getLogger(__name__)
 

@@ -15,5 +15,5 @@ for extra in scripts/get-editors.sh scripts/get-engine.sh; do
 done
 
 .venv/bin/ruff check decoder context lsp_server evaluation tests
-.venv/bin/mypy decoder context lsp_server evaluation
+bash scripts/mypy.sh
 exec .venv/bin/python -m pytest -ra "$@"

@@ -45,7 +45,7 @@ class HostileClient:
         self.stderr_path = tmp / "daemon.stderr"
         self._stderr = open(self.stderr_path, "wb")  # noqa: SIM115 (closed in close())
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "lsp_server.cli", "serve"],
+            [sys.executable, "-m", "lookahead_lsp.lsp_server.cli", "serve"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._stderr,

@@ -43,7 +43,7 @@ def slow_down(ms: float) -> Callable[[], None]:
 
 if __name__ == "__main__":
     sys.path[0] = str(CHECKOUT)  # this checkout's packages (not tests/ itself), whatever .venv points at
-    from lsp_server.cli import main
+    from lookahead_lsp.lsp_server.cli import main
 
     slow_down(float(sys.argv[1]))
     sys.exit(main(sys.argv[2:]))

@@ -14,14 +14,20 @@ from typing import Any
 
 import torch
 
-from decoder.model import LoadedModel, ModelLoadError, configure_torch_threads, load_model, stop_token_ids
-from evaluation.llama_peer import PeerError, peer_configs, started_peers
-from evaluation.lsp_replay import compare_sessions, replay, replay_markdown, session_holes, sessions_markdown
-from evaluation.remote_bench import resident_bytes
-from evaluation.report import bench_markdown, machine_description, write_bench
-from evaluation.speed import BenchResult, ContextBuilder, DecoderConfig, parse_decoders, run_bench
-from evaluation.workloads import WORKLOADS, Corpus, Hole, make_holes
-from lsp_server.cli import UsageError
+from lookahead_lsp.decoder.model import LoadedModel, ModelLoadError, configure_torch_threads, load_model, stop_token_ids
+from lookahead_lsp.evaluation.llama_peer import PeerError, peer_configs, started_peers
+from lookahead_lsp.evaluation.lsp_replay import (
+    compare_sessions,
+    replay,
+    replay_markdown,
+    session_holes,
+    sessions_markdown,
+)
+from lookahead_lsp.evaluation.remote_bench import resident_bytes
+from lookahead_lsp.evaluation.report import bench_markdown, machine_description, write_bench
+from lookahead_lsp.evaluation.speed import BenchResult, ContextBuilder, DecoderConfig, parse_decoders, run_bench
+from lookahead_lsp.evaluation.workloads import WORKLOADS, Corpus, Hole, make_holes
+from lookahead_lsp.lsp_server.cli import UsageError
 
 DEFAULT_DECODERS = "greedy,hf,hf-pld,lookahead,ablations"
 

@@ -8,13 +8,13 @@ import argparse
 import gc
 from pathlib import Path
 
-from decoder.backend import local_backend
-from decoder.model import stop_token_ids
-from evaluation.commands.bench import add_workload_arguments, load, load_holes, progress, run_meta
-from evaluation.quality import QualityResult, Scored, run_quality
-from evaluation.report import quality_markdown, write_quality
-from evaluation.speed import ContextBuilder
-from evaluation.workloads import Corpus, Hole
+from lookahead_lsp.decoder.backend import local_backend
+from lookahead_lsp.decoder.model import stop_token_ids
+from lookahead_lsp.evaluation.commands.bench import add_workload_arguments, load, load_holes, progress, run_meta
+from lookahead_lsp.evaluation.quality import QualityResult, Scored, run_quality
+from lookahead_lsp.evaluation.report import quality_markdown, write_quality
+from lookahead_lsp.evaluation.speed import ContextBuilder
+from lookahead_lsp.evaluation.workloads import Corpus, Hole
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from evaluation.index_bench import run_index_bench
+from lookahead_lsp.evaluation.index_bench import run_index_bench
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

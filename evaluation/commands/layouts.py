@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import argparse
 
-from decoder.model import configure_torch_threads, load_model
-from evaluation.commands.bench import progress
-from evaluation.layouts import HEADERS, measure
-from evaluation.report import markdown_table
-from evaluation.workloads import Corpus, make_holes
+from lookahead_lsp.decoder.model import configure_torch_threads, load_model
+from lookahead_lsp.evaluation.commands.bench import progress
+from lookahead_lsp.evaluation.layouts import HEADERS, measure
+from lookahead_lsp.evaluation.report import markdown_table
+from lookahead_lsp.evaluation.workloads import Corpus, make_holes
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

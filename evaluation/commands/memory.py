@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from evaluation.memory_rounds import run_rounds
+from lookahead_lsp.evaluation.memory_rounds import run_rounds
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

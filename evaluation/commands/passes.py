@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from evaluation.pass_cost import compare
+from lookahead_lsp.evaluation.pass_cost import compare
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -8,7 +8,7 @@ import argparse
 import json
 from pathlib import Path
 
-from evaluation.lsp_replay import (
+from lookahead_lsp.evaluation.lsp_replay import (
     PAUSE_MODES,
     compare_pauses,
     pause_holes,
@@ -16,8 +16,8 @@ from evaluation.lsp_replay import (
     pauses_markdown,
     pauses_to_json,
 )
-from evaluation.workloads import Corpus
-from lsp_server.cli import UsageError
+from lookahead_lsp.evaluation.workloads import Corpus
+from lookahead_lsp.lsp_server.cli import UsageError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 
-from evaluation import remote_bench
+from lookahead_lsp.evaluation import remote_bench
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

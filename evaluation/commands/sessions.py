@@ -7,8 +7,8 @@ import argparse
 import json
 from pathlib import Path
 
-from evaluation.lsp_replay import compare_sessions, session_holes, sessions_markdown
-from evaluation.workloads import Corpus
+from lookahead_lsp.evaluation.lsp_replay import compare_sessions, session_holes, sessions_markdown
+from lookahead_lsp.evaluation.workloads import Corpus
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -17,13 +17,13 @@ from pathlib import Path
 from lsprotocol import types
 from pygls.uris import from_fs_path
 
-from decoder.model import ModelLoadError
-from decoder.types import CancelToken
-from lsp_server import pipeline
-from lsp_server.cli import UsageError
-from lsp_server.config import Config
-from lsp_server.documents import Document
-from lsp_server.engine import Engine
+from lookahead_lsp.decoder.model import ModelLoadError
+from lookahead_lsp.decoder.types import CancelToken
+from lookahead_lsp.lsp_server import pipeline
+from lookahead_lsp.lsp_server.cli import UsageError
+from lookahead_lsp.lsp_server.config import Config
+from lookahead_lsp.lsp_server.documents import Document
+from lookahead_lsp.lsp_server.engine import Engine
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

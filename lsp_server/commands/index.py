@@ -14,10 +14,10 @@ from typing import Any
 
 from transformers import AutoTokenizer
 
-from context.workspace import WorkspaceConfig
-from context.workspace_index import WorkspaceIndex
-from decoder.embedded import ensure_converted
-from lsp_server.cli import UsageError
+from lookahead_lsp.context.workspace import WorkspaceConfig
+from lookahead_lsp.context.workspace_index import WorkspaceIndex
+from lookahead_lsp.decoder.embedded import ensure_converted
+from lookahead_lsp.lsp_server.cli import UsageError
 
 BAR_WIDTH = 30
 

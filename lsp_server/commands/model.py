@@ -12,8 +12,8 @@ import sys
 import time
 from typing import TextIO
 
-from decoder.model import ModelLoadError, load_model, resolve_spec
-from lsp_server.cli import UsageError
+from lookahead_lsp.decoder.model import ModelLoadError, load_model, resolve_spec
+from lookahead_lsp.lsp_server.cli import UsageError
 
 
 class StderrProgress:

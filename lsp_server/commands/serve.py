@@ -12,8 +12,8 @@ import os
 import sys
 from typing import BinaryIO
 
-from lsp_server import memory
-from lsp_server.server import SERVER
+from lookahead_lsp.lsp_server import memory
+from lookahead_lsp.lsp_server.server import SERVER
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from context.healing import (
+from lookahead_lsp.context.healing import (
     HealingConstraint,
     VocabIndex,
     heal,

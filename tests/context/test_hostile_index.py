@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from context.index_store import (
+from lookahead_lsp.context.index_store import (
     Snapshot,
     StoredFile,
     encode_snapshot,
@@ -24,7 +24,7 @@ from context.index_store import (
     snapshot_path,
     tokenizer_key,
 )
-from context.workspace import scan
+from lookahead_lsp.context.workspace import scan
 from tests.hostile_client import HostileClient
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs need a POSIX system")

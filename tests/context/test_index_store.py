@@ -9,7 +9,7 @@ import msgpack
 import numpy as np
 import pytest
 
-from context.index_store import (
+from lookahead_lsp.context.index_store import (
     FORMAT_VERSION,
     Snapshot,
     StoredFile,
@@ -86,7 +86,7 @@ def test_corrupt_snapshot_is_discarded_with_a_warning(tmp_path: Path, caplog: py
     target = tmp_path / "snap.msgpack"
     save_snapshot(target, sample(roots))
     target.write_bytes(damage(target.read_bytes()))
-    with caplog.at_level(logging.WARNING, logger="context.index_store"):
+    with caplog.at_level(logging.WARNING, logger="lookahead_lsp.context.index_store"):
         assert load_snapshot(target, roots, "tok:abc") is None
     assert "discarded" in caplog.text
     assert not target.exists()
@@ -97,7 +97,7 @@ def test_foreign_snapshot_is_discarded(tmp_path: Path, caplog: pytest.LogCapture
     target = tmp_path / "snap.msgpack"
     save_snapshot(target, sample([str(tmp_path / "elsewhere")] if foreign == "root" else [str(tmp_path)]))
     key = "tok:other" if foreign == "tokenizer" else "tok:abc"
-    with caplog.at_level(logging.WARNING, logger="context.index_store"):
+    with caplog.at_level(logging.WARNING, logger="lookahead_lsp.context.index_store"):
         assert load_snapshot(target, [tmp_path], key) is None
     assert "other roots or another tokenizer" in caplog.text
 

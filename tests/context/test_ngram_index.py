@@ -8,8 +8,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from context.ngram_index import TIER_CURRENT, TIER_OPEN, TIER_OTHER, NgramIndex, build_segment
-from decoder.drafts import Draft, DraftSource
+from lookahead_lsp.context.ngram_index import TIER_CURRENT, TIER_OPEN, TIER_OTHER, NgramIndex, build_segment
+from lookahead_lsp.decoder.drafts import Draft, DraftSource
 
 
 def brute_force(

@@ -6,8 +6,8 @@ from collections.abc import Sequence
 
 import pytest
 
-from context.postprocess import StopRules, WordEnd, make_stop_fn, trim
-from context.syntax import CompletionShape, analyze
+from lookahead_lsp.context.postprocess import StopRules, WordEnd, make_stop_fn, trim
+from lookahead_lsp.context.syntax import CompletionShape, analyze
 
 
 def split(marked: str, language: str) -> tuple[CompletionShape, str]:

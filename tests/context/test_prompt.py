@@ -8,8 +8,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from context.prompt import PromptBudget, PromptBuilder, PromptInput, PromptTooSmall
-from context.snippets import Snippet
+from lookahead_lsp.context.prompt import PromptBudget, PromptBuilder, PromptInput, PromptTooSmall
+from lookahead_lsp.context.snippets import Snippet
 
 SOURCE = "".join(f"def f{i}(x):\n    return x + {i}  # ü {i}\n\n" for i in range(200))
 

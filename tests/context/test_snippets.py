@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from context.snippets import SnippetIndex, terms
+from lookahead_lsp.context.snippets import SnippetIndex, terms
 
 PARSER = "\n".join(
     ["import json", "", "def parse_config(path):", "    with open(path) as handle:", "        return json.load(handle)"]

@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from context.languages import LANGUAGES, UNKNOWN, detect_language, get_parser
-from context.syntax import CompletionShape, analyze, bracket_balance, bracket_events
+from lookahead_lsp.context.languages import LANGUAGES, UNKNOWN, detect_language, get_parser
+from lookahead_lsp.context.syntax import CompletionShape, analyze, bracket_balance, bracket_events
 
 
 def at(marked: str, language: str | None = None, path: str | None = None) -> CompletionShape:

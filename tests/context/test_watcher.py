@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from context.watcher import WorkspaceWatcher
-from context.workspace import WorkspaceConfig
+from lookahead_lsp.context.watcher import WorkspaceWatcher
+from lookahead_lsp.context.workspace import WorkspaceConfig
 
 
 class Recorder:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-import context.workspace as workspace
-from context.workspace import DEFAULT_CONFIG, PathFilter, Skip, WorkspaceConfig, read_source, scan
+import lookahead_lsp.context.workspace as workspace
+from lookahead_lsp.context.workspace import DEFAULT_CONFIG, PathFilter, Skip, WorkspaceConfig, read_source, scan
 
 
 def make_tree(root: Path, files: dict[str, str | bytes]) -> None:

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from context.workspace import Skip, WorkspaceConfig
-from context.workspace_index import WorkspaceIndex
+from lookahead_lsp.context.workspace import Skip, WorkspaceConfig
+from lookahead_lsp.context.workspace_index import WorkspaceIndex
 
 SOURCE = "def greet(name):\n    return 'hello ' + name.upper() + '!'\n"
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from decoder.embedded import (
+from lookahead_lsp.decoder.embedded import (
     CACHE_ENV,
     CACHE_FORMAT,
     EMBEDDED,

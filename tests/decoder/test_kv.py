@@ -5,8 +5,8 @@ from __future__ import annotations
 import torch
 from transformers import DynamicCache
 
-from decoder.forward import forward
-from decoder.kv import GrowingCache, PrefixKV
+from lookahead_lsp.decoder.forward import forward
+from lookahead_lsp.decoder.kv import GrowingCache, PrefixKV
 from tests.tiny_model import make_tiny_qwen2
 
 

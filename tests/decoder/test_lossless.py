@@ -8,11 +8,11 @@ from collections.abc import Sequence
 import pytest
 import torch
 
-from decoder.drafts import Draft, TokenIndex
-from decoder.greedy import GreedyDecoder
-from decoder.lookahead import LookaheadConfig, LookaheadDecoder
-from decoder.policy import CPU_COST, GPU_COST, CostModel
-from decoder.types import CancelToken, DecodeRequest
+from lookahead_lsp.decoder.drafts import Draft, TokenIndex
+from lookahead_lsp.decoder.greedy import GreedyDecoder
+from lookahead_lsp.decoder.lookahead import LookaheadConfig, LookaheadDecoder
+from lookahead_lsp.decoder.policy import CPU_COST, GPU_COST, CostModel
+from lookahead_lsp.decoder.types import CancelToken, DecodeRequest
 from tests.tiny_model import make_tiny_qwen2
 
 VOCAB = 512
@@ -276,8 +276,8 @@ class CancelAfter(CancelToken):
 def test_a_cancel_stops_a_pass_between_layers_and_keeps_the_cache_whole(model, reads):
     """Cancelled inside a prefill chunk or a decoding pass: the pass stops at the next layer, no entry of it
     stays, and the next request on the same cache decodes exactly as greedy."""
-    from decoder.forward import prefill
-    from decoder.kv import PrefixKV
+    from lookahead_lsp.decoder.forward import prefill
+    from lookahead_lsp.decoder.kv import PrefixKV
 
     prompt = prompts(1, seed=19)[0]
     want = greedy(model, DecodeRequest(prompt, max_new_tokens=16))
@@ -298,7 +298,7 @@ def test_a_cheaper_prefill_model_keeps_lookahead_equal_to_greedy():
     """Prompts prefilled by a float32 copy of the float64 model (as bfloat16 prefills for float32 on a CPU):
     the copy does the prefill, the cache is handed back in the decoding precision, and greedy and lookahead
     decoding after that shared prefill still agree token for token."""
-    from decoder.forward import use_prefill_model
+    from lookahead_lsp.decoder.forward import use_prefill_model
 
     model = make_tiny_qwen2(vocab_size=VOCAB, seed=5)
     fast = make_tiny_qwen2(vocab_size=VOCAB, seed=5, dtype=torch.float32)

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from decoder.embedded import EMBEDDED, assemble
-from decoder.model import (
+from lookahead_lsp.decoder.embedded import EMBEDDED, assemble
+from lookahead_lsp.decoder.model import (
     LoadedModel,
     ModelLoadError,
     configure_torch_threads,
@@ -70,7 +70,7 @@ def test_device_and_dtype_resolution() -> None:
 
 
 def test_prefill_dtype_resolution() -> None:
-    from decoder.model import resolve_prefill_dtype
+    from lookahead_lsp.decoder.model import resolve_prefill_dtype
 
     cpu, cuda = torch.device("cpu"), torch.device("cuda")
     assert resolve_prefill_dtype("auto", cpu, torch.float32, native_bf16=True) == torch.bfloat16

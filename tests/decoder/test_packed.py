@@ -11,14 +11,21 @@ import torch
 from gguf import GGMLQuantizationType, GGUFReader, GGUFWriter
 from gguf.quants import dequantize, quantize
 
-from decoder.gguf_blocks import read_affine, supported
-from decoder.greedy import GreedyDecoder
-from decoder.lookahead import LookaheadConfig, LookaheadDecoder
-from decoder.model import ModelLoadError, use_gguf_weights
-from decoder.packed_linear import PackedEmbedding, PackedLinear, Plane, int4_kernel_works, requantize
-from decoder.packed_model import cache_path, cached_packed_state, module_name, pack_gguf, prefill_twin, use_packed
-from decoder.policy import GPU_COST, CostModel
-from decoder.types import DecodeRequest
+from lookahead_lsp.decoder.gguf_blocks import read_affine, supported
+from lookahead_lsp.decoder.greedy import GreedyDecoder
+from lookahead_lsp.decoder.lookahead import LookaheadConfig, LookaheadDecoder
+from lookahead_lsp.decoder.model import ModelLoadError, use_gguf_weights
+from lookahead_lsp.decoder.packed_linear import PackedEmbedding, PackedLinear, Plane, int4_kernel_works, requantize
+from lookahead_lsp.decoder.packed_model import (
+    cache_path,
+    cached_packed_state,
+    module_name,
+    pack_gguf,
+    prefill_twin,
+    use_packed,
+)
+from lookahead_lsp.decoder.policy import GPU_COST, CostModel
+from lookahead_lsp.decoder.types import DecodeRequest
 from tests.tiny_model import make_tiny_qwen2
 
 pytestmark = pytest.mark.skipif(not int4_kernel_works(), reason="this PyTorch has no working CPU int4 kernel")

@@ -6,8 +6,15 @@ import time
 
 import pytest
 
-from decoder.drafts import Draft
-from decoder.policy import CPU_COST, AcceptanceModel, CostModel, default_verify, node_probabilities, select
+from lookahead_lsp.decoder.drafts import Draft
+from lookahead_lsp.decoder.policy import (
+    CPU_COST,
+    AcceptanceModel,
+    CostModel,
+    default_verify,
+    node_probabilities,
+    select,
+)
 
 
 def test_siblings_exclude_each_other():

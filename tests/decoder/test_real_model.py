@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from decoder.drafts import SequenceNgrams
-from decoder.greedy import GreedyDecoder
-from decoder.lookahead import LookaheadConfig, LookaheadDecoder
-from decoder.model import load_model, stop_token_ids
-from decoder.types import DecodeRequest
+from lookahead_lsp.decoder.drafts import SequenceNgrams
+from lookahead_lsp.decoder.greedy import GreedyDecoder
+from lookahead_lsp.decoder.lookahead import LookaheadConfig, LookaheadDecoder
+from lookahead_lsp.decoder.model import load_model, stop_token_ids
+from lookahead_lsp.decoder.types import DecodeRequest
 
 pytestmark = pytest.mark.real_model
 

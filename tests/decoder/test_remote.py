@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from decoder import remote
-from decoder.remote import RemoteConfig, RemoteEngine, parse_remote_config
-from decoder.types import CancelToken, DecodeRequest, DecodeResult
+from lookahead_lsp.decoder import remote
+from lookahead_lsp.decoder.remote import RemoteConfig, RemoteEngine, parse_remote_config
+from lookahead_lsp.decoder.types import CancelToken, DecodeRequest, DecodeResult
 
 SECRET = "sk-test-7d1f-do-not-log"
 
@@ -465,7 +465,7 @@ LONG = (
 
 @pytest.fixture(scope="module")
 def engine_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    from evaluation.remote_bench import LlamaServer, embedded_gguf, engine_unavailable
+    from lookahead_lsp.evaluation.remote_bench import LlamaServer, embedded_gguf, engine_unavailable
 
     reason = engine_unavailable()
     if reason is not None:
@@ -485,8 +485,8 @@ def real_tokenizer(embedded_hf_dir: Path) -> Any:
 
 
 def real_engine(server: Any, tokenizer: Any, hooks: Hooks | None = None) -> RemoteEngine:
-    from decoder.backend import remote_backend
-    from evaluation.remote_bench import LLAMA_SERVER_GREEDY
+    from lookahead_lsp.decoder.backend import remote_backend
+    from lookahead_lsp.evaluation.remote_bench import LLAMA_SERVER_GREEDY
 
     config = RemoteConfig(server.url, timeout_s=60.0, extra=LLAMA_SERVER_GREEDY)
     if hooks is None:
@@ -495,7 +495,7 @@ def real_engine(server: Any, tokenizer: Any, hooks: Hooks | None = None) -> Remo
 
 
 def real_request(tokenizer: Any, prompt: str, max_new_tokens: int, **options: Any) -> DecodeRequest:
-    from decoder.model import stop_token_ids
+    from lookahead_lsp.decoder.model import stop_token_ids
 
     ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
     return DecodeRequest(ids, max_new_tokens=max_new_tokens, eos_ids=stop_token_ids(tokenizer), **options)
@@ -514,8 +514,8 @@ def test_real_engine_completes(engine_server: Any, real_tokenizer: Any) -> None:
 @pytest.mark.real_model
 def test_real_engine_equals_local_greedy(engine_server: Any, real_tokenizer: Any, embedded_hf_dir: Path) -> None:
     """Same GGUF weights, same prompt ids: llama.cpp's greedy output is the local greedy decoder's."""
-    from decoder.greedy import GreedyDecoder
-    from decoder.model import load_model
+    from lookahead_lsp.decoder.greedy import GreedyDecoder
+    from lookahead_lsp.decoder.model import load_model
 
     local = GreedyDecoder(load_model(str(embedded_hf_dir), device="cpu").model)
     engine = real_engine(engine_server, real_tokenizer)

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from decoder.types import DecodeStats
-from evaluation.quality import (
+from lookahead_lsp.decoder.types import DecodeStats
+from lookahead_lsp.evaluation.quality import (
     StepClock,
     edit_similarity,
     levenshtein,
@@ -17,9 +17,9 @@ from evaluation.quality import (
     stop_point,
     with_deadlines,
 )
-from evaluation.speed import REFERENCE, BenchResult, Run, parse_decoders, summarize
-from evaluation.workloads import Hole
-from lsp_server.cli import main
+from lookahead_lsp.evaluation.speed import REFERENCE, BenchResult, Run, parse_decoders, summarize
+from lookahead_lsp.evaluation.workloads import Hole
+from lookahead_lsp.lsp_server.cli import main
 
 
 def test_bench_end_to_end_lookahead_equals_greedy(tiny_model_dir: Path, tmp_path: Path, capsys) -> None:
@@ -123,8 +123,8 @@ def test_stop_point_calls_the_stop_fn_after_each_token() -> None:
 
 
 def test_deadlines_are_replayed_over_the_recorded_step_times() -> None:
-    from context.postprocess import StopRules, make_stop_fn
-    from context.syntax import analyze
+    from lookahead_lsp.context.postprocess import StopRules, make_stop_fn
+    from lookahead_lsp.context.syntax import analyze
 
     text = "def f():\n    return \n"
     shape = analyze(text, len("def f():\n    return "), "python", "f.py")

@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
-from decoder.types import DecodeRequest, DecodeStats
-from evaluation.llama_peer import PEERS, Peer, started_peers
-from evaluation.speed import BenchResult, Run, parse_decoders, summarize
-from evaluation.workloads import Hole
-from lsp_server.cli import main
+from lookahead_lsp.decoder.types import DecodeRequest, DecodeStats
+from lookahead_lsp.evaluation.llama_peer import PEERS, Peer, started_peers
+from lookahead_lsp.evaluation.speed import BenchResult, Run, parse_decoders, summarize
+from lookahead_lsp.evaluation.workloads import Hole
+from lookahead_lsp.lsp_server.cli import main
 
 FIM = "<|fim_prefix|>def add(a, b):\n    return <|fim_suffix|>\n<|fim_middle|>"
 # A list the model continues by repeating the pattern: what n-gram drafts are for.
@@ -72,7 +72,7 @@ def test_prefill_and_completion_ratios_are_paired_per_hole() -> None:
 
 @pytest.fixture(scope="module")
 def peers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Peer]]:
-    from evaluation.remote_bench import engine_unavailable
+    from lookahead_lsp.evaluation.remote_bench import engine_unavailable
 
     reason = engine_unavailable()
     if reason is not None:
@@ -90,7 +90,7 @@ def tokenizer(embedded_hf_dir: Path) -> Any:
 
 
 def _request(tokenizer: Any, prompt: str, max_new_tokens: int) -> DecodeRequest:
-    from decoder.model import stop_token_ids
+    from lookahead_lsp.decoder.model import stop_token_ids
 
     ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
     return DecodeRequest(ids, max_new_tokens=max_new_tokens, eos_ids=stop_token_ids(tokenizer))
@@ -144,8 +144,8 @@ def test_peer_servers_stop_when_the_block_ends_badly(peers: dict[str, Peer], tmp
 @pytest.mark.real_model
 def test_peer_decodes_what_our_greedy_decodes(peers: dict[str, Peer], tokenizer: Any) -> None:
     """Same GGUF, same prompt ids: llama-server's greedy tokens are our greedy decoder's."""
-    from decoder.greedy import GreedyDecoder
-    from decoder.model import load_model
+    from lookahead_lsp.decoder.greedy import GreedyDecoder
+    from lookahead_lsp.decoder.model import load_model
 
     ours = GreedyDecoder(load_model("embedded", device="cpu").model)
     prompt = "<|fim_prefix|>import os\n\n\ndef read(path):\n    <|fim_suffix|>\n<|fim_middle|>"
@@ -161,7 +161,8 @@ def test_a_server_ends_with_the_process_that_started_it_even_when_killed(
     if shutil.which("setpriv") is None:
         pytest.skip("no setpriv (util-linux) here: a server outlives a killed benchmark")
     code = (
-        "import sys, time\nfrom pathlib import Path\nfrom evaluation.remote_bench import LlamaServer, embedded_gguf\n"
+        "import sys, time\nfrom pathlib import Path\n"
+        "from lookahead_lsp.evaluation.remote_bench import LlamaServer, embedded_gguf\n"
         f"server = LlamaServer(embedded_gguf(), Path({str(tmp_path / 'server.log')!r}))\n"
         "server.start()\nprint(server.process.pid, flush=True)\ntime.sleep(600)\n"
     )
@@ -180,7 +181,7 @@ def test_a_server_ends_with_the_process_that_started_it_even_when_killed(
 
 @pytest.mark.real_model
 def test_bench_beside_llama_server_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from evaluation.remote_bench import engine_unavailable
+    from lookahead_lsp.evaluation.remote_bench import engine_unavailable
 
     if (reason := engine_unavailable()) is not None:
         pytest.skip(reason)

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from evaluation.lsp_replay import lsp_position, replay
-from evaluation.workloads import Corpus, make_holes
+from lookahead_lsp.evaluation.lsp_replay import lsp_position, replay
+from lookahead_lsp.evaluation.workloads import Corpus, make_holes
 
 
 def test_lsp_position_counts_utf16_code_units() -> None:
@@ -29,8 +29,14 @@ def test_replay_answers_every_keystroke(tiny_model_dir: Path) -> None:
 def test_pauses_are_watched_until_the_run_ends_and_tabled(
     tiny_model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from evaluation.lsp_replay import compare_pauses, pause_holes, pauses_from_json, pauses_markdown, pauses_to_json
-    from lsp_server.cli import main
+    from lookahead_lsp.evaluation.lsp_replay import (
+        compare_pauses,
+        pause_holes,
+        pauses_from_json,
+        pauses_markdown,
+        pauses_to_json,
+    )
+    from lookahead_lsp.lsp_server.cli import main
 
     corpus = Corpus.load()
     holes = pause_holes(corpus, 2)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from evaluation.report import model_name
+from lookahead_lsp.evaluation.report import model_name
 
 
 def test_model_name_leaves_out_cache_paths(tmp_path: Path) -> None:

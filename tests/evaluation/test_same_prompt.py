@@ -6,15 +6,15 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from decoder.greedy import GreedyDecoder
-from decoder.types import CancelToken
-from evaluation.speed import ContextBuilder
-from evaluation.workloads import Corpus, Hole
-from lsp_server.completion import Cursor, Limits, decode_completion, plan_completion
-from lsp_server.config import Config
-from lsp_server.documents import Document
-from lsp_server.engine import Engine
-from lsp_server.pipeline import Snapshot, complete, prompt_for
+from lookahead_lsp.decoder.greedy import GreedyDecoder
+from lookahead_lsp.decoder.types import CancelToken
+from lookahead_lsp.evaluation.speed import ContextBuilder
+from lookahead_lsp.evaluation.workloads import Corpus, Hole
+from lookahead_lsp.lsp_server.completion import Cursor, Limits, decode_completion, plan_completion
+from lookahead_lsp.lsp_server.config import Config
+from lookahead_lsp.lsp_server.documents import Document
+from lookahead_lsp.lsp_server.engine import Engine
+from lookahead_lsp.lsp_server.pipeline import Snapshot, complete, prompt_for
 
 PRICES = """\
 def unit_price(item, catalogue):

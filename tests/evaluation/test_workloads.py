@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from evaluation.workloads import (
+from lookahead_lsp.evaluation.workloads import (
     MIN_REPO_SIMILARITY,
     WORKLOADS,
     Corpus,

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from evaluation.lsp_client import LspClient
-from lsp_server.server import SETTLE_S
+from lookahead_lsp.evaluation.lsp_client import LspClient
+from lookahead_lsp.lsp_server.server import SETTLE_S
 from tests.lsp_server.test_server_e2e import STATS, _close_cleanly, _end_of, _start
 
 LINES = "".join(f"def f_{i}(x):\n    return x * {i} + {i % 7}\n\n\n" for i in range(4000))

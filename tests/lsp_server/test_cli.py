@@ -5,13 +5,14 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from lsp_server.cli import command_of
+from lookahead_lsp.lsp_server.cli import command_of
 
 LOADED = (
     "import sys\n"
-    "from lsp_server.cli import build_parser, command_of\n"
+    "from lookahead_lsp.lsp_server.cli import build_parser, command_of\n"
     "build_parser(command_of(sys.argv[1:]))\n"
-    "print(sorted({m.split('.')[0] for m in sys.modules} & {'evaluation', 'torch', 'transformers'}))\n"
+    "tops = {m.removeprefix('lookahead_lsp.').split('.')[0] for m in sys.modules}\n"
+    "print(sorted(tops & {'evaluation', 'torch', 'transformers'}))\n"
 )
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from lsp_server.cli import main
-from lsp_server.commands.complete import repo_root
+from lookahead_lsp.lsp_server.cli import main
+from lookahead_lsp.lsp_server.commands.complete import repo_root
 
 SOURCE = "def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    return "
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from lsp_server.config import Config, parse_config, to_settings
+from lookahead_lsp.lsp_server.config import Config, parse_config, to_settings
 
 
 def test_defaults_and_none() -> None:

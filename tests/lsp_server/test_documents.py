@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from lsprotocol import types
 
-from lsp_server.documents import Document, DocumentStore, code_units
+from lookahead_lsp.lsp_server.documents import Document, DocumentStore, code_units
 
 
 def pos(line: int, character: int) -> types.Position:

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from lsp_server.framing import BadFrame, Frame, FrameParser
+from lookahead_lsp.lsp_server.framing import BadFrame, Frame, FrameParser
 
 FIRST = b'{"a": 1}'
 NEXT = b'{"b": 2}'

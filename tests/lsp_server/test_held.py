@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from decoder.types import DecodeStats
-from lsp_server.documents import Document
-from lsp_server.held import CompletionCache
-from lsp_server.pipeline import Completion, Edit, Snapshot
+from lookahead_lsp.decoder.types import DecodeStats
+from lookahead_lsp.lsp_server.documents import Document
+from lookahead_lsp.lsp_server.held import CompletionCache
+from lookahead_lsp.lsp_server.pipeline import Completion, Edit, Snapshot
 
 
 def _doc(text: str, version: int = 1, uri: str = "file:///a.py") -> Document:

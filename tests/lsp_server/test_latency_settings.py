@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from lsp_server.config import DEVICE_PROMPT_DEFAULTS, Config, parse_config
-from lsp_server.pipeline import edit_end
-from lsp_server.scheduler import Job, NewestWins
+from lookahead_lsp.lsp_server.config import DEVICE_PROMPT_DEFAULTS, Config, parse_config
+from lookahead_lsp.lsp_server.pipeline import edit_end
+from lookahead_lsp.lsp_server.scheduler import Job, NewestWins
 
 
 def test_latency_switches_parse_and_bad_values_keep_the_previous() -> None:
@@ -56,9 +56,9 @@ def test_edit_end_is_where_the_cursor_lands() -> None:
 def test_start_up_tuning_measures_threads_and_pass_costs():
     import torch
 
-    from decoder.forward import COST_SIZES
-    from decoder.model import LoadedModel
-    from lsp_server.model_host import tune
+    from lookahead_lsp.decoder.forward import COST_SIZES
+    from lookahead_lsp.decoder.model import LoadedModel
+    from lookahead_lsp.lsp_server.model_host import tune
     from tests.tiny_model import make_tiny_qwen2
 
     before = torch.get_num_threads()

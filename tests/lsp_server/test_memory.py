@@ -13,12 +13,12 @@ import sys
 
 import pytest
 
-from lsp_server import memory
+from lookahead_lsp.lsp_server import memory
 
 CHILD = """
 import ctypes, sys, torch
-from decoder.cpu_linear import OneDnnLinear
-from lsp_server import memory
+from lookahead_lsp.decoder.cpu_linear import OneDnnLinear
+from lookahead_lsp.lsp_server import memory
 if sys.argv[1] != "default":
     memory.bound_kernel_caches(int(sys.argv[1]))
 
@@ -67,7 +67,7 @@ def test_serve_bounds_the_caches_before_it_serves() -> None:
     """The daemon (stdin at its end at once) has set both capacities by the time it stops."""
     env = {k: v for k, v in os.environ.items() if k not in memory.KERNEL_CACHE_VARIABLES}
     code = (
-        "import os, sys\nfrom lsp_server.cli import main\nmain(['serve'])\n"
+        "import os, sys\nfrom lookahead_lsp.lsp_server.cli import main\nmain(['serve'])\n"
         "print([os.environ.get(name) for name in sys.argv[1:]], file=sys.stderr)"
     )
     out = subprocess.run([sys.executable, "-c", code, *memory.KERNEL_CACHE_VARIABLES], env=env,

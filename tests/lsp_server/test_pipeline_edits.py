@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from lsp_server.documents import Document
-from lsp_server.pipeline import Edit, Shown, edit_for, typed_through
+from lookahead_lsp.lsp_server.documents import Document
+from lookahead_lsp.lsp_server.pipeline import Edit, Shown, edit_for, typed_through
 
 
 def test_end_of_line_inserts_only() -> None:

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from evaluation.lsp_client import LspClient
+from lookahead_lsp.evaluation.lsp_client import LspClient
 from tests import slow_passes
 
 READY = "lookahead/completionReady"

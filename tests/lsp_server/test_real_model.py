@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from evaluation.lsp_client import LspClient
+from lookahead_lsp.evaluation.lsp_client import LspClient
 
 pytestmark = pytest.mark.real_model
 

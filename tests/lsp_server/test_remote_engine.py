@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from evaluation.lsp_client import LspClient
-from lsp_server.config import Config
+from lookahead_lsp.evaluation.lsp_client import LspClient
+from lookahead_lsp.lsp_server.config import Config
 from tests.decoder.test_remote import engine_server  # noqa: F401 - the shared real-engine fixture
 from tests.lsp_server.test_server_e2e import SOURCE, STATS, _end_of, _start
 
@@ -46,7 +46,7 @@ def _fresh_items(client: LspClient, name: str) -> list[Any]:
 
 
 def test_completions_outage_and_recovery_through_the_daemon(engine_server: Any, tmp_path: Path) -> None:  # noqa: F811
-    from evaluation.remote_bench import LLAMA_SERVER_GREEDY
+    from lookahead_lsp.evaluation.remote_bench import LLAMA_SERVER_GREEDY
 
     remote = {"url": engine_server.url, "timeoutS": 60, "extra": LLAMA_SERVER_GREEDY}
     client = _start(tmp_path, {"decoder": "remote", "remote": remote, "maxNewTokens": 16, "indexEnabled": False})

@@ -6,7 +6,7 @@ import threading
 import time
 from pathlib import Path
 
-from evaluation.lsp_client import LspClient
+from lookahead_lsp.evaluation.lsp_client import LspClient
 from tests.decoder.test_remote import ScriptedServer, stream_text
 
 SHOW = "window/showMessage"

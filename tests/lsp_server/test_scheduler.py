@@ -5,8 +5,8 @@ from __future__ import annotations
 import threading
 import time
 
-from decoder.types import CancelToken
-from lsp_server.scheduler import Job, NewestWins, Scheduler
+from lookahead_lsp.decoder.types import CancelToken
+from lookahead_lsp.lsp_server.scheduler import Job, NewestWins, Scheduler
 
 
 def _job(job_id: str, key: str) -> Job[str]:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from evaluation.lsp_client import LspClient, ResponseError, frame, session_processes
+from lookahead_lsp.evaluation.lsp_client import LspClient, ResponseError, frame, session_processes
 
 STATS = "lookahead/completionStats"
 SOURCE = '''"""A small module."""

@@ -9,7 +9,7 @@ import sys
 import time
 from typing import Any
 
-from evaluation.lsp_client import frame, read_message
+from lookahead_lsp.evaluation.lsp_client import frame, read_message
 
 
 def _free_port() -> int:
@@ -32,7 +32,7 @@ def _connect(port: int, timeout: float = 60.0) -> socket.socket:
 def test_tcp_session() -> None:
     port = _free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "lsp_server.cli", "serve", "--tcp", "--port", str(port)],
+        [sys.executable, "-m", "lookahead_lsp.lsp_server.cli", "serve", "--tcp", "--port", str(port)],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
     )
