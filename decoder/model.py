@@ -46,6 +46,7 @@ from lookahead_lsp.decoder.embedded import (
 from lookahead_lsp.decoder.packed_linear import int4_kernel_works
 from lookahead_lsp.decoder.packed_model import (
     cached_packed_state,
+    fuse_projections,
     layer_weights,
     logical_size,
     own_storage,
@@ -310,6 +311,7 @@ def load_model(
             state = cached_packed_state(cache_root(), Path(where).name, _gguf_producer(spec), report)
             dense = layer_weights(model, fast_dtype) if fast_dtype is not None else None
             counts = use_packed(model, state)
+            counts["fused"] = fuse_projections(model)
             own_storage(model)
             logger.info("GGUF weights: %s", ", ".join(f"{n} {kind}" for kind, n in counts.items()))
             fast = prefill_twin(model, dense) if dense is not None else None
