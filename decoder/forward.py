@@ -20,7 +20,7 @@ from lookahead_lsp.decoder.row_attention import plan_rows
 from lookahead_lsp.decoder.types import CancelToken
 
 PREFILL_CHUNK = 256  # tokens per prefill pass (a cancel stops a pass between layers: it need not be small)
-COST_SIZES = (1, 2, 3, 4, 8, 16)  # tokens per timed pass of the cost model (about a second on 2 CPU cores)
+COST_SIZES = (1, 2, 3, 4, 5, 8, 16)  # tokens per timed pass of the cost model (about a second on 2 CPU cores)
 
 
 _PREFILL_MODELS: weakref.WeakKeyDictionary[torch.nn.Module, torch.nn.Module] = weakref.WeakKeyDictionary()

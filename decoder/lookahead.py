@@ -21,7 +21,7 @@ from lookahead_lsp.decoder.drafts import Draft, DraftSource, JacobiPool, NgramTa
 from lookahead_lsp.decoder.forward import forward
 from lookahead_lsp.decoder.kv import PrefixKV, common_prefix_len
 from lookahead_lsp.decoder.packed_model import is_packed
-from lookahead_lsp.decoder.policy import AcceptanceModel, CostModel, default_verify, select
+from lookahead_lsp.decoder.policy import AcceptanceModel, CostModel, default_jacobi, default_verify, select
 from lookahead_lsp.decoder.steps import Generation, drive, pick, warm
 from lookahead_lsp.decoder.tree import TokenTree, build_tree, verify
 from lookahead_lsp.decoder.types import CancelToken, DecodeRequest, DecodeResult
@@ -39,7 +39,7 @@ class LookaheadConfig:
     draft_len: int = 15  # longest draft from the prompt, suffix and workspace (Jacobi n-grams hold N-1)
     max_match: int = 4  # longest context tail matched by the prompt n-gram lookup
     prompt_drafts: bool = True
-    jacobi: bool = True
+    jacobi: bool | None = None  # None: by the device's cost (decoder.policy.default_jacobi)
     disabled_sources: frozenset[str] = field(default_factory=frozenset)
 
     def __post_init__(self) -> None:
@@ -64,6 +64,8 @@ class LookaheadDecoder:
         self.config = config or LookaheadConfig()
         if self.config.verify is None:
             self.config = replace(self.config, verify=default_verify(self.cost))
+        if self.config.jacobi is None:
+            self.config = replace(self.config, jacobi=default_jacobi(self.cost, self.config.ngram))
         self.acceptance = AcceptanceModel()
         self.kv = PrefixKV()
 

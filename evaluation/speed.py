@@ -65,6 +65,7 @@ class DecoderConfig:
     prompt_lookup: int | None = None  # hf: prompt_lookup_num_tokens
     wng: tuple[int, int, int] | None = None  # lookahead (W, N, G); None: the decoder's defaults
     sources_off: frozenset[str] = frozenset()  # lookahead draft sources switched off
+    jacobi_on: bool = False  # lookahead: the Jacobi branch forced on (by default it runs where width is cheap)
 
     def build(self, model: Any, cost: CostModel | None = None) -> Decoder:
         """The decoder; lookahead uses ``cost`` (measured, as the daemon does) or the device's default."""
@@ -78,7 +79,7 @@ class DecoderConfig:
         config = LookaheadConfig(
             **shape,
             prompt_drafts="prompt" not in self.sources_off,
-            jacobi="jacobi" not in self.sources_off,
+            jacobi=False if "jacobi" in self.sources_off else (True if self.jacobi_on else None),
             disabled_sources=self.sources_off - {"prompt", "jacobi"},
         )
         return local_backend(model, "lookahead", config, cost)
@@ -87,13 +88,15 @@ class DecoderConfig:
 def parse_decoders(spec: str, sweep: bool = False) -> list[DecoderConfig]:
     """Configurations from ``greedy,hf,hf-pld,lookahead,lookahead-no-<source>,ablations,lookahead-WxNyGz``.
 
-    ``ablations`` stands for lookahead with each draft source off in turn; ``sweep`` adds the SWEEP grid.
+    ``ablations`` stands for lookahead with each draft source off in turn, and with the Jacobi branch forced on
+    (``lookahead-jacobi``: by default it runs only where a wide pass is cheap); ``sweep`` adds the SWEEP grid.
     Plain greedy is always first: it is the reference for speedups and for the lossless check.
     """
     names: list[str] = [REFERENCE]
     for item in (part.strip() for part in spec.split(",")):
         if item == "ablations":
             names.extend(f"lookahead-no-{source}" for source in LOOKAHEAD_SOURCES)
+            names.append("lookahead-jacobi")
         elif item:
             names.append(item)
     if sweep:
@@ -110,6 +113,8 @@ def _config(name: str) -> DecoderConfig:
         return DecoderConfig(name, "hf", prompt_lookup=HF_PROMPT_LOOKUP_TOKENS)
     if name == "lookahead":
         return DecoderConfig(name, "lookahead")
+    if name == "lookahead-jacobi":
+        return DecoderConfig(name, "lookahead", jacobi_on=True)
     from lookahead_lsp.evaluation.llama_peer import PEERS  # here: llama_peer imports this module
 
     if name in PEERS:
@@ -120,7 +125,8 @@ def _config(name: str) -> DecoderConfig:
     if match:
         w, n, g = (int(x) for x in match.groups())
         return DecoderConfig(name, "lookahead", wng=(w, n, g))
-    known = "greedy, hf, hf-pld, lookahead, ablations, lookahead-no-<" + "|".join(LOOKAHEAD_SOURCES) + ">, "
+    known = "greedy, hf, hf-pld, lookahead, lookahead-jacobi, ablations, "
+    known += "lookahead-no-<" + "|".join(LOOKAHEAD_SOURCES) + ">, "
     known += ", ".join(PEERS)
     raise ValueError(f"unknown decoder {name!r}; known: {known}, lookahead-W<w>N<n>G<g>")
 

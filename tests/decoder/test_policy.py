@@ -7,14 +7,17 @@ import time
 import pytest
 
 from lookahead_lsp.decoder.drafts import Draft
+from lookahead_lsp.decoder.lookahead import LookaheadConfig, LookaheadDecoder
 from lookahead_lsp.decoder.policy import (
     CPU_COST,
     AcceptanceModel,
     CostModel,
+    default_jacobi,
     default_verify,
     node_probabilities,
     select,
 )
+from tests.tiny_model import make_tiny_qwen2
 
 
 def test_siblings_exclude_each_other():
@@ -136,6 +139,17 @@ def test_g_by_device_and_max_drafts():
     one = select(drafts, AcceptanceModel(), CostModel.for_device("cuda"), 56, max_drafts=1)
     assert [d.tokens for d in one.drafts] == [(1, 2, 3)]  # the likeliest draft alone: a chain, no tree
     assert len(select(drafts, AcceptanceModel(), CostModel.for_device("cuda"), 56).drafts) == 3
+
+
+def test_the_jacobi_branch_runs_by_default_only_where_wide_passes_are_cheap() -> None:
+    tiny_model = make_tiny_qwen2()
+    assert default_jacobi(CostModel.for_device("cuda"), 8)
+    assert not default_jacobi(CostModel.for_device("cpu"), 8)
+    assert not default_jacobi(CostModel.for_device("cpu", packed=True), 8)
+    cpu = LookaheadDecoder(tiny_model, cost=CostModel.for_device("cpu"))
+    gpu = LookaheadDecoder(tiny_model, cost=CostModel.for_device("cuda"))
+    forced = LookaheadDecoder(tiny_model, LookaheadConfig(jacobi=True), cost=CostModel.for_device("cpu"))
+    assert (cpu.config.jacobi, gpu.config.jacobi, forced.config.jacobi) == (False, True, True)
 
 
 def test_the_same_draft_from_two_sources_counts_at_its_likelier_source():
