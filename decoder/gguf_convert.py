@@ -78,7 +78,10 @@ def write_weights(
         out.write(len(encoded).to_bytes(8, "little") + encoded)
         for _name, tensor, dtype in plan:
             for values in _dequantized_slices(tensor):
-                out.write(torch.from_numpy(values).to(dtype).view(torch.uint8).numpy().tobytes())
+                if dtype == torch.float32:
+                    out.write(values.tobytes())
+                else:  # a dequantized copy (writable): through torch for the rounding to bfloat16
+                    out.write(torch.from_numpy(values).to(dtype).view(torch.uint8).numpy().tobytes())
                 written += values.size * dtype.itemsize
                 if progress is not None:
                     progress(written / max(offset, 1))
