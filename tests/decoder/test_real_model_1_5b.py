@@ -14,13 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from lookahead_lsp.decoder.drafts import SequenceNgrams
 from lookahead_lsp.decoder.embedded import EMBEDDED_1_5B
 from lookahead_lsp.decoder.greedy import GreedyDecoder
 from lookahead_lsp.decoder.lookahead import LookaheadConfig, LookaheadDecoder
-from lookahead_lsp.decoder.model import load_model, stop_token_ids
-from lookahead_lsp.decoder.types import DecodeRequest
-from tests.decoder.test_real_model import holes
+from lookahead_lsp.decoder.model import load_model
+from tests.decoder.test_real_model import greedy_and_lookahead, holes
 
 
 def not_installed() -> list[str]:
@@ -77,12 +75,6 @@ def test_the_1_5b_loads_on_its_gguf_blocks_and_lookahead_equals_greedy(loaded) -
     tok = loaded.tokenizer
     assert tok.convert_tokens_to_ids(["<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>"]) == [151659, 151661, 151660]
     greedy, lookahead = GreedyDecoder(loaded.model), LookaheadDecoder(loaded.model, LookaheadConfig())
-    prefix, suffix = holes(1)[0]
-    suffix_ids = tok(suffix)["input_ids"]
-    ids = tok("<|fim_prefix|>" + prefix + "<|fim_suffix|>")["input_ids"] + suffix_ids
-    ids += tok("<|fim_middle|>")["input_ids"]
-    eos = stop_token_ids(tok)
-    want = greedy.generate(DecodeRequest(ids, 24, eos_ids=eos))
-    got = lookahead.generate(DecodeRequest(ids, 24, eos_ids=eos, drafts=[SequenceNgrams("suffix", suffix_ids)]))
+    want, got = greedy_and_lookahead(tok, greedy, lookahead, holes(1)[0], 24)
     assert got.token_ids == want.token_ids
     assert tok.decode(got.token_ids).strip()
