@@ -8,6 +8,7 @@ registers ``"lookahead_sdpa"``: the same function, except that a masked multi-to
 instead: queries ``(b, heads, q, d)`` become ``(b, kv_heads, groups * q, d)`` (a view: head ``i`` uses key/value
 head ``i // groups``), the mask is repeated ``groups`` times along the query axis (``groups * q * kv_len``
 values, small), and the keys and values are used as they are. The arithmetic per query is unchanged.
+Decoding passes on a CPU bring a plan instead and take :mod:`decoder.row_attention`.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import torch
 from transformers import AttentionInterface
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMaskInterface
+
+from lookahead_lsp.decoder.row_attention import RowPlan, row_attention
 
 NAME = "lookahead_sdpa"
 
@@ -32,7 +35,12 @@ def packed_gqa_sdpa(
     scaling: float | None = None,
     **kwargs: Any,
 ) -> tuple[torch.Tensor, None]:
-    """transformers' sdpa attention, with packed queries for masked multi-token GQA passes."""
+    """transformers' sdpa attention, with packed queries for masked multi-token GQA passes; a decoding pass
+    that brings a :class:`RowPlan` (``row_plan=``) gets :func:`row_attention`, the same arithmetic per row in
+    every pass."""
+    plan = kwargs.get("row_plan")
+    if isinstance(plan, RowPlan):
+        return row_attention(query, key, value, plan, scaling), None
     groups = int(getattr(module, "num_key_value_groups", 1))
     batch, heads, q_len, dim = query.shape
     packable = (

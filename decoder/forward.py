@@ -16,6 +16,7 @@ import torch
 from lookahead_lsp.decoder.kv import PrefixKV
 from lookahead_lsp.decoder.packed_model import is_packed
 from lookahead_lsp.decoder.policy import CostModel
+from lookahead_lsp.decoder.row_attention import plan_rows
 from lookahead_lsp.decoder.types import CancelToken
 
 PREFILL_CHUNK = 256  # tokens per prefill pass (a cancel stops a pass between layers: it need not be small)
@@ -92,11 +93,10 @@ def forward(
     device = next(model.parameters()).device
     input_ids = torch.tensor([list(tokens)], dtype=torch.long, device=device)
     past = kv.cache.get_seq_length()
-    kwargs: dict[str, torch.Tensor] = {}
-    if positions is not None:
-        kwargs["position_ids"] = torch.tensor([list(positions)], dtype=torch.long, device=device)
-    else:
-        kwargs["position_ids"] = torch.arange(past, past + len(tokens), device=device).unsqueeze(0)
+    rows = list(positions) if positions is not None else list(range(past, past + len(tokens)))
+    kwargs: dict[str, object] = {"position_ids": torch.tensor([rows], dtype=torch.long, device=device)}
+    if not last_only and device.type == "cpu":  # a decoding pass: the same arithmetic per row in every pass
+        kwargs["row_plan"] = plan_rows(past, rows, mask)
     if mask is not None:
         dtype = model.dtype if isinstance(model.dtype, torch.dtype) else torch.float32
         full = torch.zeros((1, 1, len(tokens), past + len(tokens)), dtype=dtype, device=device)

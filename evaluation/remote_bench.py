@@ -131,13 +131,13 @@ class LlamaServer:
         return f"http://127.0.0.1:{self.port}"
 
     def command(self) -> list[str]:
-        """The command line; under ``setpriv --pdeathsig TERM`` where there is one (util-linux), so that the
+        """The command line; under ``setpriv --pdeathsig KILL`` where there is one (util-linux), so that the
         server ends with the process that started it even when that one is killed outright (SIGTERM, SIGKILL:
-        no ``finally`` runs)."""
+        no ``finally`` runs); KILL, because a server still loading its model answers TERM only once loaded."""
         threads = str(self.threads)
         setpriv = shutil.which("setpriv")
         return [
-            *([setpriv, "--pdeathsig", "TERM", "--"] if setpriv else []),
+            *([setpriv, "--pdeathsig", "KILL", "--"] if setpriv else []),
             str(LLAMA_SERVER),
             *("-m", str(self.gguf), "--host", "127.0.0.1", "--port", str(self.port)),
             *("-c", str(ENGINE_CONTEXT), "-t", threads, "-tb", threads),

@@ -1,0 +1,149 @@
+"""Attention whose result for a query row depends on that row's keys only, never on the rest of the pass.
+
+Lookahead's promise is that its output equals greedy decoding token for token. Every other stage of a pass
+computes each row on its own (norms, rotary embeddings, the linears: checked bit for bit in the tests), but
+attention does not: CPU attention kernels split the query rows of a call into blocks, sum the keys of a row in
+vector lanes by their index in the call, and run a row's arithmetic in a different order when the pass is wider,
+when the row's keys are interleaved with keys it may not see (a token tree), or when the cache ends at a different
+place. The differences sit in float32's last bits, and at a near tie between two tokens they change the text.
+
+Here a row's attention is computed the same way wherever the row is: in a one-token greedy pass, in a chain of
+draft tokens, or deep in a tree branch. For a row at position ``p`` with ``s = p - p % BLOCK``:
+
+- part A: its keys at positions ``0 .. s-1``, always the first ``s`` keys of the cache in order (a view) unless
+  the row is a tree branch that left storage order before ``s`` (then those keys are gathered, rarely);
+- part B: its keys at positions ``s .. p``, gathered into ``BLOCK`` slots in position order, the slots after
+  ``p`` masked;
+- the two merged through their log-sum-exp, element by element.
+
+Each part is one call of ATen's CPU flash-attention kernel with each row's query heads padded to a multiple of
+:data:`ROW_SLOTS`, so that the kernel's blocks of 32 or 64 query rows always hold whole rows: then a row's
+result does not depend on which other rows share the call (checked against one-row calls in the tests).
+Greedy's one-token pass goes through the same function, so both decoders do the same arithmetic per row.
+
+:func:`plan_rows` works out the positions and indices once per pass (token positions only); the model's
+attention modules call :func:`row_attention` per layer with it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+BLOCK = 32  # positions per part B: the keys a row gathers for itself
+ROW_SLOTS = 8  # query rows per token in a call: a row's query heads padded to a multiple of this
+
+
+@dataclass(frozen=True)
+class PartA:
+    """Rows that share their first ``length`` keys: the cache's first keys in order, or ``index`` gathered."""
+
+    rows: torch.Tensor  # (n,) long
+    length: int
+    index: torch.Tensor | None  # (length,) storage indices, or None for the first ``length`` entries
+
+
+@dataclass(frozen=True)
+class RowPlan:
+    """Per pass: each row's part B (storage indices and mask) and its part-A groups."""
+
+    b_index: torch.Tensor  # (rows * BLOCK,) long: storage index of each slot (masked slots hold the row's own)
+    b_visible: torch.Tensor  # (rows, 1, 1, BLOCK) bool
+    a_parts: tuple[PartA, ...]
+    rows: int
+
+
+def plan_rows(past: int, positions: Sequence[int], visible: torch.Tensor | None) -> RowPlan:
+    """The plan for a pass of ``len(positions)`` rows after ``past`` cached entries.
+
+    The cache holds positions ``0 .. past-1`` at the same storage indices; row ``j`` is stored at ``past + j``
+    and sits at ``positions[j]``. ``visible[j, i]``: row ``j`` sees row ``i`` (None: causal, each row sees the
+    rows before it). A row's pass-mates that it sees are its ancestors, one per position from ``past`` on."""
+    n = len(positions)
+    b_index = torch.empty((n, BLOCK), dtype=torch.long)
+    b_visible = torch.zeros((n, BLOCK), dtype=torch.bool)
+    groups: dict[int, list[int]] = {}
+    gathered: list[PartA] = []
+    sees = None if visible is None else visible.tolist()
+    for j, p in enumerate(positions):
+        seen = range(j + 1) if sees is None else [i for i, yes in enumerate(sees[j]) if yes]
+        by_position = {positions[i]: past + i for i in seen}
+        if len(by_position) != p - past + 1 or by_position.get(p) != past + j:
+            raise ValueError(f"row {j} at position {p} does not see exactly one pass row per position")
+        start = p - p % BLOCK
+        stored = [pos if pos < past else by_position[pos] for pos in range(start, p + 1)]
+        b_index[j, : len(stored)] = torch.tensor(stored, dtype=torch.long)
+        b_index[j, len(stored) :] = past + j
+        b_visible[j, : len(stored)] = True
+        if start == 0:
+            continue
+        in_pass = [by_position[pos] for pos in range(past, start)]
+        if all(index == pos for pos, index in zip(range(past, start), in_pass, strict=True)):
+            groups.setdefault(start, []).append(j)
+        else:
+            index = torch.cat([torch.arange(past), torch.tensor(in_pass, dtype=torch.long)])
+            gathered.append(PartA(torch.tensor([j]), start, index))
+    shared = tuple(PartA(torch.tensor(rows), length, None) for length, rows in sorted(groups.items()))
+    return RowPlan(b_index.reshape(-1), b_visible[:, None, None, :], shared + tuple(gathered), n)
+
+
+_flash = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
+
+
+def row_attention(
+    query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, plan: RowPlan, scaling: float | None
+) -> torch.Tensor:
+    """Attention of ``query`` (1, heads, rows, dim) over ``key``/``value`` (1, kv_heads, stored, dim), a
+    key/value head serving ``heads // kv_heads`` query heads; returns (1, rows, heads, dim)."""
+    _, heads, rows, dim = query.shape
+    kv_heads = key.shape[1]
+    groups = heads // kv_heads
+    slots = -(-groups // ROW_SLOTS) * ROW_SLOTS
+    # (kv_heads, rows, slots, dim): a row's query heads of one key/value head, zero-padded to whole slots.
+    q = query[0].reshape(kv_heads, groups, rows, dim).transpose(1, 2)
+    q = torch.nn.functional.pad(q, (0, 0, 0, slots - groups))
+    # Part B: every row at once, one batch entry per row.
+    k_b = key[0].index_select(1, plan.b_index).reshape(kv_heads, rows, BLOCK, dim).transpose(0, 1).contiguous()
+    v_b = value[0].index_select(1, plan.b_index).reshape(kv_heads, rows, BLOCK, dim).transpose(0, 1).contiguous()
+    mask = torch.zeros(plan.b_visible.shape, dtype=query.dtype).masked_fill_(~plan.b_visible, float("-inf"))
+    out, lse = _flash(
+        q.transpose(0, 1).contiguous(), k_b, v_b, 0.0, False, attn_mask=mask.expand(rows, 1, slots, BLOCK),
+        scale=scaling,
+    )  # (rows, kv_heads, slots, dim), (rows, kv_heads, slots)
+    if plan.a_parts:
+        out_a = torch.zeros_like(out)
+        lse_a = torch.full_like(lse, float("-inf"))
+        for part in plan.a_parts:
+            q_a = q.index_select(1, part.rows).reshape(1, kv_heads, len(part.rows) * slots, dim)
+            if part.index is None:
+                k_a, v_a = key[:, :, : part.length], value[:, :, : part.length]
+            else:
+                k_a, v_a = key.index_select(2, part.index), value.index_select(2, part.index)
+            o, part_lse = _flash(q_a, k_a, v_a, 0.0, False, scale=scaling)
+            out_a[part.rows] = o.reshape(kv_heads, len(part.rows), slots, dim).transpose(0, 1)
+            lse_a[part.rows] = part_lse.reshape(kv_heads, len(part.rows), slots).transpose(0, 1)
+        weight_a, weight_b = _merge_weights(lse_a, lse)
+        out = out_a * weight_a + out * weight_b
+    # (rows, kv_heads, slots, dim) -> (1, rows, heads, dim), head = kv_head * groups + g
+    return out[:, :, :groups].reshape(1, rows, heads, dim)
+
+
+def _merge_weights(lse_a: torch.Tensor, lse_b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The weights of parts A and B from their log-sum-exps (rows, kv_heads, slots), each (..., 1).
+
+    ATen computes ``exp`` in vector lanes over the bulk of a tensor and with a scalar routine over its last few
+    elements, and the two differ in the last bit; so each row's values are laid out on whole multiples of
+    :data:`_LANES` (zero-padded), where a row always takes the vector path, however many rows the pass has."""
+    rows = lse_a.shape[0]
+    per_row = lse_a[0].numel()
+    padded = -(-per_row // _LANES) * _LANES
+    a = torch.nn.functional.pad(lse_a.reshape(rows, per_row), (0, padded - per_row))
+    b = torch.nn.functional.pad(lse_b.reshape(rows, per_row), (0, padded - per_row))
+    both = torch.logaddexp(a, b)
+    weights = torch.stack([torch.exp(a - both), torch.exp(b - both)])[:, :, :per_row]
+    return weights[0].reshape(*lse_a.shape, 1), weights[1].reshape(*lse_a.shape, 1)
+
+
+_LANES = 32  # elements per step of ATen's vectorized elementwise loops (two AVX-512 registers of float32)

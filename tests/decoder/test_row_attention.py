@@ -1,0 +1,91 @@
+"""Row attention: a row's result is bit for bit what the same row computes alone after its own keys."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+from lookahead_lsp.decoder.row_attention import BLOCK, plan_rows, row_attention
+
+
+def _tree(rng: random.Random, n: int) -> list[int]:
+    """Parents of a random token tree of ``n`` rows in insertion order (-1: the root's children)."""
+    parents = [-1]
+    for i in range(1, n):
+        parents.append(rng.choice([i - 1, i - 1, rng.randrange(i)]))
+    return parents
+
+
+def _visibility(parents: list[int]) -> tuple[torch.Tensor, list[int]]:
+    n = len(parents)
+    visible = torch.zeros(n, n, dtype=torch.bool)
+    depths = []
+    for i, parent in enumerate(parents):
+        visible[i, i] = True
+        if parent >= 0:
+            visible[i] |= visible[parent]
+        depths.append(0 if parent < 0 else depths[parent] + 1)
+    return visible, depths
+
+
+@pytest.mark.parametrize(("heads", "kv_heads"), [(14, 2), (12, 2), (4, 2), (8, 8)])
+@pytest.mark.parametrize("past", [0, 5, 31, 40, 63, 300, 530])
+def test_each_row_of_a_tree_pass_equals_that_row_alone_after_its_keys(heads: int, kv_heads: int, past: int) -> None:
+    rng = random.Random(past * 31 + heads)
+    torch.manual_seed(past + heads)
+    n, dim = 24, 64
+    parents = _tree(rng, n)
+    visible, depths = _visibility(parents)
+    keys = torch.randn(1, kv_heads, past + n, dim)
+    values = torch.randn(1, kv_heads, past + n, dim)
+    query = torch.randn(1, heads, n, dim)
+    positions = [past + d for d in depths]
+    together = row_attention(query, keys, values, plan_rows(past, positions, visible), 0.125)
+    for j in range(n):
+        # greedy's layout: the cache, then the row's ancestors in position order, then the row itself
+        mine = sorted((positions[i], past + i) for i in range(n) if visible[j, i])
+        order = torch.tensor(list(range(past)) + [index for _, index in mine])
+        alone = row_attention(
+            query[:, :, j : j + 1],
+            keys.index_select(2, order),
+            values.index_select(2, order),
+            plan_rows(positions[j], [positions[j]], None),
+            0.125,
+        )
+        assert torch.equal(alone[0, 0], together[0, j]), f"row {j} at position {positions[j]}"
+
+
+def test_row_attention_is_attention() -> None:
+    torch.manual_seed(0)
+    past, n, heads, kv_heads, dim = 70, 9, 14, 2, 64
+    visible, depths = _visibility(_tree(random.Random(1), n))
+    keys, values = torch.randn(1, kv_heads, past + n, dim), torch.randn(1, kv_heads, past + n, dim)
+    query = torch.randn(1, heads, n, dim)
+    got = row_attention(query, keys, values, plan_rows(past, [past + d for d in depths], visible), 0.125)
+    allowed = torch.cat([torch.ones(n, past, dtype=torch.bool), visible], 1)
+    expected = torch.nn.functional.scaled_dot_product_attention(
+        query, keys.repeat_interleave(heads // kv_heads, 1), values.repeat_interleave(heads // kv_heads, 1),
+        attn_mask=allowed, scale=0.125,
+    ).transpose(1, 2)
+    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_a_plan_spans_blocks_and_gathers_only_rows_that_left_storage_order() -> None:
+    past = BLOCK - 2  # the pass crosses a block boundary at its third position
+    parents = [-1, 0, 1, 0, 3, 4]  # rows 3..5: a second branch from row 0
+    visible, depths = _visibility(parents)
+    plan = plan_rows(past, [past + d for d in depths], visible)
+    shared = [part for part in plan.a_parts if part.index is None]
+    gathered = [part for part in plan.a_parts if part.index is not None]
+    assert [p.rows.tolist() for p in shared] == [[2]]  # the first branch past the boundary: a view of the cache
+    assert [p.rows.tolist() for p in gathered] == [[4], [5]]  # the second: its first BLOCK keys gathered
+    assert gathered[0].index is not None
+    assert gathered[0].index.tolist() == [*range(past), past, past + 3]
+
+
+def test_a_row_that_does_not_see_one_row_per_position_is_refused() -> None:
+    visible = torch.tensor([[True, False], [False, True]])
+    with pytest.raises(ValueError, match="row 1"):
+        plan_rows(10, [10, 11], visible)  # row 1 at position 11 without a row at 10
