@@ -43,15 +43,21 @@ def timed_pass(model: torch.nn.Module, kv: PrefixKV, n: int) -> float:
 
 
 def compare(model_spec: str, context_tokens: int, repeats: int, only: tuple[str, ...] = tuple(KINDS)) -> str:
-    """Time the models' passes (interleaved, ``repeats`` rounds) after a ``context_tokens`` prefill: the table."""
+    """Time the models' passes (interleaved, ``repeats`` rounds) after a ``context_tokens`` prefill: the table.
+
+    ``model_spec`` may name several models, comma-separated (``embedded,embedded-1.5b``): their passes are
+    interleaved too, so that their relative costs are compared under the same machine load."""
     models = {}
-    if "daemon" in only:  # GGUF weights where the model has them
-        models[KINDS["daemon"]] = load_model(model_spec, device="cpu").model
-    if "dense" in only:
-        models[KINDS["dense"]] = load_model(model_spec, device="cpu", weights="dense").model
-    if "transformers" in only:
-        models[KINDS["transformers"]] = load_model(model_spec, weights="dense").model
-        as_transformers_loads_it(models[KINDS["transformers"]])
+    specs = [spec.strip() for spec in model_spec.split(",") if spec.strip()]
+    for spec in specs:
+        label = f" [{spec}]" if len(specs) > 1 else ""
+        if "daemon" in only:  # GGUF weights where the model has them
+            models[KINDS["daemon"] + label] = load_model(spec, device="cpu").model
+        if "dense" in only:
+            models[KINDS["dense"] + label] = load_model(spec, device="cpu", weights="dense").model
+        if "transformers" in only:
+            models[KINDS["transformers"] + label] = load_model(spec, weights="dense").model
+            as_transformers_loads_it(models[KINDS["transformers"] + label])
     context = [100 + (i * 7919) % 20000 for i in range(context_tokens)]
     caches: dict[str, PrefixKV] = {}
     lines = []

@@ -10,7 +10,7 @@ from lookahead_lsp.lsp_server.cli import UsageError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", default="embedded")
+    parser.add_argument("--model", default="embedded", help="a model, or several comma-separated (interleaved)")
     parser.add_argument("--context", type=int, default=800, help="tokens in the cache before the passes")
     parser.add_argument("--repeats", type=int, default=9)
     parser.add_argument(
