@@ -17,7 +17,7 @@ import pytest
 from lookahead_lsp.decoder.embedded import EMBEDDED_1_5B
 from lookahead_lsp.decoder.greedy import GreedyDecoder
 from lookahead_lsp.decoder.lookahead import LookaheadConfig, LookaheadDecoder
-from lookahead_lsp.decoder.model import load_model
+from lookahead_lsp.decoder.model import load_model, stop_token_ids
 from tests.decoder.test_real_model import greedy_and_lookahead, holes
 
 
@@ -69,10 +69,12 @@ def loaded():
     return load_model("embedded-1.5b", device="cpu", dtype="float32")
 
 
-def test_the_1_5b_loads_on_its_gguf_blocks_and_lookahead_equals_greedy(loaded) -> None:
+def test_the_1_5b_loads_on_its_gguf_blocks_and_lookahead_equals_greedy(loaded, tokenizer) -> None:
     assert loaded.weights == "gguf-int4" and loaded.source.startswith("embedded")
     assert 1.5e9 < loaded.parameters < 2.0e9
     tok = loaded.tokenizer
+    # the 0.5B's tokenizer: prompts, healing, stop rules and the workspace index carry over unchanged
+    assert tok.get_vocab() == tokenizer.get_vocab() and stop_token_ids(tok) == stop_token_ids(tokenizer)
     assert tok.convert_tokens_to_ids(["<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>"]) == [151659, 151661, 151660]
     greedy, lookahead = GreedyDecoder(loaded.model), LookaheadDecoder(loaded.model, LookaheadConfig())
     want, got = greedy_and_lookahead(tok, greedy, lookahead, holes(1)[0], 24)
