@@ -10,6 +10,7 @@ import importlib.metadata
 import json
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from lookahead_lsp.decoder.embedded import EMBEDDED_1_5B
 from lookahead_lsp.decoder.greedy import GreedyDecoder
 from lookahead_lsp.decoder.lookahead import LookaheadConfig, LookaheadDecoder
 from lookahead_lsp.decoder.model import load_model, stop_token_ids
+from lookahead_lsp.decoder.types import DecodeRequest
 from tests.decoder.test_real_model import greedy_and_lookahead, holes
 
 
@@ -80,3 +82,29 @@ def test_the_1_5b_loads_on_its_gguf_blocks_and_lookahead_equals_greedy(loaded, t
     want, got = greedy_and_lookahead(tok, greedy, lookahead, holes(1)[0], 24)
     assert got.token_ids == want.token_ids
     assert tok.decode(got.token_ids).strip()
+
+
+def test_the_llama_server_peer_runs_the_same_1_5b_file(loaded, tmp_path: Path) -> None:
+    """``bench --model embedded-1.5b``'s peer: llama-server serves the 1.5B's own GGUF and completes as we do."""
+    from lookahead_lsp.evaluation.commands.bench import peer_gguf
+    from lookahead_lsp.evaluation.llama_peer import started_peers
+    from lookahead_lsp.evaluation.remote_bench import engine_unavailable
+
+    if (reason := engine_unavailable()) is not None:
+        pytest.skip(reason)
+    gguf = peer_gguf("embedded-1.5b")  # assembled from the parts once, size and sha256 checked
+    assert gguf.name == EMBEDDED_1_5B.gguf_name and gguf.stat().st_size == EMBEDDED_1_5B.size
+    tok = loaded.tokenizer
+    ids = tok("<|fim_prefix|>def add(a, b):\n    return <|fim_suffix|>\n<|fim_middle|>")["input_ids"]
+    request = DecodeRequest(ids, 12, eos_ids=stop_token_ids(tok))
+    with started_peers({"llama-server": ()}, 1, tmp_path, gguf) as peers:
+        url = peers["llama-server"].server.url
+        with urllib.request.urlopen(f"{url}/props", timeout=60) as response:
+            served = json.load(response)["model_path"]
+        theirs = peers["llama-server"].decoder.generate(request)
+    assert Path(served).name == EMBEDDED_1_5B.gguf_name
+    ours = GreedyDecoder(loaded.model).generate(request)
+    # the same line; what follows it is a near tie between newline tokens ("\n\n" or "\n\n\n") that the
+    # two engines' arithmetic may break either way, and the stop rules end the completion there anyway
+    first_line = tok.decode(ours.token_ids).split("\n")[0]
+    assert first_line == tok.decode(theirs.token_ids).split("\n")[0] == "a + b"
