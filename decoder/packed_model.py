@@ -8,7 +8,9 @@ groups fitted to their values (two planes; dense bfloat16 only for a shape the k
 the input embedding as codes and float32 scales. Every decoding-pass matrix then runs on the int4 kernel, whose
 result for a row does not depend on the other rows of the pass (checked for 1 to 32 rows): lookahead's wide
 passes compute exactly what greedy's one-token passes compute. :func:`use_packed` puts those modules into a loaded
-transformers model in place of its ``nn.Linear`` and ``nn.Embedding`` layers (norms and biases stay float32).
+transformers model in place of its ``nn.Linear`` and ``nn.Embedding`` layers (norms and biases stay float32);
+:func:`packed_skeleton` and :func:`fill_from_checkpoint` build such a model without ever holding its float
+matrices (a skeleton on the meta device, the packed modules, then the small tensors from the checkpoint).
 The packed tensors are cached once per GGUF (by its sha256) and PyTorch version (the kernel's packed layout
 is PyTorch's own): :func:`cached_packed_state`.
 
@@ -64,6 +66,24 @@ def module_name(gguf_name: str) -> str | None:
     return None
 
 
+_NORM_NAMES = {"attn_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm"}
+
+
+def tensor_name(gguf_name: str) -> str | None:
+    """The transformers tensor of any qwen2 GGUF tensor: weights, biases and norms
+    (``blk.3.attn_q.bias`` -> ``model.layers.3.self_attn.q_proj.bias``); None for one it does not know."""
+    if gguf_name == "output_norm.weight":
+        return "model.norm.weight"
+    stem, _, kind = gguf_name.rpartition(".")
+    module = module_name(f"{stem}.weight") if kind in ("weight", "bias") else None
+    if module is not None:
+        return f"{module}.{kind}"
+    parts = gguf_name.split(".")
+    if len(parts) == 4 and parts[0] == "blk" and parts[3] == "weight" and parts[2] in _NORM_NAMES:
+        return f"model.layers.{parts[1]}.{_NORM_NAMES[parts[2]]}.weight"
+    return None
+
+
 class DenseLinear(torch.nn.Module):
     """A dense linear whose weight has its own dtype (bfloat16 here), float32 in and out, through oneDNN: for
     GGUF tensors the planes cannot hold, and for the layers of the prefill twin (:func:`prefill_twin`)."""
@@ -84,13 +104,19 @@ class DenseLinear(torch.nn.Module):
         return result if self.bias is None else result + self.bias
 
 
-def layer_weights(model: torch.nn.Module, dtype: torch.dtype) -> dict[str, torch.Tensor]:
-    """The weights of the decoder layers' linears (not the output head) in ``dtype``, by module name."""
-    return {
-        name: module.weight.detach().to(dtype)
-        for name, module in model.named_modules()
-        if isinstance(module, torch.nn.Linear) and ".layers." in f".{name}"
-    }
+def layer_weights(model: torch.nn.Module, dtype: torch.dtype, checkpoint: Any = None) -> dict[str, torch.Tensor]:
+    """The weights of the decoder layers' linears (not the output head) in ``dtype``, by module name: a float
+    model's own, or for a packed model's layers (before :func:`fuse_projections`) read from its converted
+    ``checkpoint`` (an open safetensors file)."""
+    weights = {}
+    for name, module in model.named_modules():
+        if ".layers." not in f".{name}":
+            continue
+        if isinstance(module, torch.nn.Linear):
+            weights[name] = module.weight.detach().to(dtype)
+        elif checkpoint is not None and isinstance(module, PackedLinear | DenseLinear):
+            weights[name] = checkpoint.get_tensor(f"{name}.weight").to(dtype)
+    return weights
 
 
 def prefill_twin(model: torch.nn.Module, weights: dict[str, torch.Tensor]) -> torch.nn.Module:
@@ -184,6 +210,43 @@ def use_packed(model: torch.nn.Module, state: State) -> dict[str, int]:
     return counts
 
 
+def packed_skeleton(config: Any, state: State, attn_implementation: str) -> tuple[torch.nn.Module, dict[str, int]]:
+    """A float32 model of ``config`` built on the meta device with the packed modules of ``state`` put in:
+    no float copy of its matrices is ever allocated (for the 1.5B model that copy would be 6 GB). Its other
+    tensors (norms, biases) are still on the meta device: :func:`fill_from_checkpoint`."""
+    from transformers import AutoModelForCausalLM
+
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32, attn_implementation=attn_implementation)
+    return model, use_packed(model, state)
+
+
+def fill_from_checkpoint(model: torch.nn.Module, checkpoint: Any) -> int:
+    """Give every tensor of ``model`` still on the meta device its value: float32 from the converted
+    ``checkpoint`` (an open safetensors file), or for a module's non-persistent buffers (the rotary
+    frequencies) the module built anew from its config. Returns how many were read; ValueError naming a
+    tensor that has neither."""
+    keys = set(checkpoint.keys())
+    read = 0
+    for name, module in model.named_modules():
+        prefix = f"{name}." if name else ""
+        for key, tensor in [*module._parameters.items(), *module._buffers.items()]:
+            if tensor is None or not tensor.is_meta:
+                continue
+            if f"{prefix}{key}" in keys:
+                value = checkpoint.get_tensor(f"{prefix}{key}").to(torch.float32).clone()
+                if key in module._parameters:
+                    module._parameters[key] = torch.nn.Parameter(value, requires_grad=False)
+                else:
+                    module._buffers[key] = value
+                read += 1
+            elif key in module._non_persistent_buffers_set and hasattr(module, "config"):
+                module._buffers[key] = getattr(type(module)(config=module.config), key)
+            else:
+                raise ValueError(f"the converted checkpoint has no {prefix}{key}")
+    return read
+
+
 FUSED = (("self_attn", ("q_proj", "k_proj", "v_proj")), ("mlp", ("gate_proj", "up_proj")))
 """Linears of a decoder layer that read the same input: each group becomes one packed product."""
 _FUSIBLE_ROWS = 64  # the int4 layout packs rows in blocks of up to 64: whole blocks concatenate exactly
@@ -271,19 +334,6 @@ def fuse_projections(model: torch.nn.Module) -> int:
                 setattr(parent, name, ProjectionPart(group, index))
             fused += 1
     return fused
-
-
-def own_storage(model: torch.nn.Module) -> int:
-    """Copy the parameters left after packing (norms: a few hundred KB) out of the memory-mapped checkpoint
-    transformers loaded them from; returns how many. A tensor in that mapping keeps the whole file mapped, and
-    every page of it that was read (all of it, while packing) counts in the process's resident memory."""
-    moved = 0
-    for module in model.modules():
-        for key, param in module._parameters.items():
-            if param is not None:
-                module._parameters[key] = torch.nn.Parameter(param.detach().clone(), requires_grad=False)
-                moved += 1
-    return moved
 
 
 def _planes(state: State, name: str) -> list[Plane]:

@@ -32,7 +32,10 @@ CPU_COST: tuple[tuple[int, float], ...] = (
 )
 # The same model on its GGUF's int4 planes (decoder/packed_linear.py), same machine and method: ATen's int4 kernel
 # re-reads the planes for every few rows, so wide passes cost relatively more than in float32 (provisional
-# figures from a loaded machine; docs/benchmarks.md has the quiet measurement).
+# figures from a loaded machine; docs/benchmarks.md has the quiet measurement). One table serves both embedded
+# models: timed interleaved in one process (`bench-passes --model embedded,embedded-1.5b --only daemon`), the
+# 1.5B's relative costs were the 0.5B's within 0-9% at every size (docs/benchmarks.md, "The 1.5B model"), less
+# than the load moves them; the start-up timing (CostModel.blended) and the live passes correct the rest.
 PACKED_CPU_COST: tuple[tuple[int, float], ...] = (
     (1, 1.0),
     (2, 1.1),

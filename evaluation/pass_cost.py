@@ -1,12 +1,13 @@
 """Forward-pass time by number of tokens, as loaded by the daemon and as transformers loads it.
 
-``lookahead-lsp bench-passes [--context 800] [--repeats 9]`` prints, for passes of 1 to 16 tokens after a
-context of ``--context`` tokens (masked, as lookahead steps are), the best and median milliseconds of the
-daemon's model (on a CPU: the GGUF's blocks as int4 planes, :mod:`decoder.packed_model`), of the daemon's
-dense float32 model (oneDNN linear kernels, packed-GQA attention: :func:`decoder.model.prepare_for_inference`)
-and of the same weights as transformers leaves them (row-major, its "sdpa"), interleaved so that all see
-the same machine load; an 800-token prefill for each; and each one's costs relative to a one-token pass
-(the draft policy's tables in ``decoder/policy.py``).
+``lookahead-lsp bench-passes [--context 800] [--repeats 9] [--only daemon,dense,transformers]`` prints, for
+passes of 1 to 16 tokens after a context of ``--context`` tokens (masked, as lookahead steps are), the best and
+median milliseconds of the daemon's model (on a CPU: the GGUF's blocks as int4 planes,
+:mod:`decoder.packed_model`), of the daemon's dense float32 model (oneDNN linear kernels, packed-GQA attention:
+:func:`decoder.model.prepare_for_inference`) and of the same weights as transformers leaves them (row-major, its
+"sdpa"), interleaved so that all see the same machine load; an 800-token prefill for each; and each one's costs
+relative to a one-token pass (the draft policy's tables in ``decoder/policy.py``). ``--only daemon`` times the
+daemon's model alone (the float32 copies of the 1.5B model would take 6 GB each).
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from lookahead_lsp.decoder.kv import PrefixKV
 from lookahead_lsp.decoder.model import load_model
 
 SIZES = (1, 2, 3, 4, 6, 8, 12, 16)
+KINDS = {"daemon": "daemon", "dense": "daemon, dense float32", "transformers": "transformers"}
+"""The models compared (``--only``), by short name: their names in the table."""
 
 
 def as_transformers_loads_it(model: torch.nn.Module) -> None:
@@ -39,14 +42,22 @@ def timed_pass(model: torch.nn.Module, kv: PrefixKV, n: int) -> float:
     return (time.perf_counter() - started) * 1000
 
 
-def compare(model_spec: str, context_tokens: int, repeats: int) -> str:
-    """Time both models' passes (interleaved, ``repeats`` rounds) after a ``context_tokens`` prefill: the table."""
-    models = {
-        "daemon": load_model(model_spec, device="cpu").model,  # GGUF weights where the model has them
-        "daemon, dense float32": load_model(model_spec, device="cpu", weights="dense").model,
-        "transformers": load_model(model_spec, weights="dense").model,
-    }
-    as_transformers_loads_it(models["transformers"])
+def compare(model_spec: str, context_tokens: int, repeats: int, only: tuple[str, ...] = tuple(KINDS)) -> str:
+    """Time the models' passes (interleaved, ``repeats`` rounds) after a ``context_tokens`` prefill: the table.
+
+    ``model_spec`` may name several models, comma-separated (``embedded,embedded-1.5b``): their passes are
+    interleaved too, so that their relative costs are compared under the same machine load."""
+    models = {}
+    specs = [spec.strip() for spec in model_spec.split(",") if spec.strip()]
+    for spec in specs:
+        label = f" [{spec}]" if len(specs) > 1 else ""
+        if "daemon" in only:  # GGUF weights where the model has them
+            models[KINDS["daemon"] + label] = load_model(spec, device="cpu").model
+        if "dense" in only:
+            models[KINDS["dense"] + label] = load_model(spec, device="cpu", weights="dense").model
+        if "transformers" in only:
+            models[KINDS["transformers"] + label] = load_model(spec, weights="dense").model
+            as_transformers_loads_it(models[KINDS["transformers"] + label])
     context = [100 + (i * 7919) % 20000 for i in range(context_tokens)]
     caches: dict[str, PrefixKV] = {}
     lines = []

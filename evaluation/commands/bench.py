@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from lookahead_lsp.decoder.embedded import EMBEDDED_MODELS, EmbeddedModelError, embedded_parts
 from lookahead_lsp.decoder.model import LoadedModel, ModelLoadError, configure_torch_threads, load_model, stop_token_ids
 from lookahead_lsp.evaluation.llama_peer import PeerError, peer_configs, started_peers
 from lookahead_lsp.evaluation.lsp_replay import (
@@ -23,7 +24,7 @@ from lookahead_lsp.evaluation.lsp_replay import (
     session_holes,
     sessions_markdown,
 )
-from lookahead_lsp.evaluation.remote_bench import resident_bytes
+from lookahead_lsp.evaluation.remote_bench import embedded_gguf, resident_bytes
 from lookahead_lsp.evaluation.report import bench_markdown, machine_description, write_bench
 from lookahead_lsp.evaluation.speed import BenchResult, ContextBuilder, DecoderConfig, parse_decoders, run_bench
 from lookahead_lsp.evaluation.workloads import WORKLOADS, Corpus, Hole, make_holes
@@ -38,7 +39,9 @@ def add_workload_arguments(parser: argparse.ArgumentParser, workloads: str, max_
     parser.add_argument("--holes", type=int, default=6, help="holes per workload (default: 6)")
     parser.add_argument("--seed", type=int, default=0, help="seed for choosing the holes (default: 0)")
     parser.add_argument("--max-new-tokens", type=int, default=max_new_tokens, help="tokens to generate per hole")
-    parser.add_argument("--model", default="embedded", help="embedded, a Hugging Face id or directory, a .gguf")
+    parser.add_argument(
+        "--model", default="embedded", help="embedded, embedded-1.5b, a Hugging Face id or directory, a .gguf"
+    )
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, mps")
     parser.add_argument("--dtype", default="auto", help="auto, float32, bfloat16, float16")
     parser.add_argument(
@@ -200,13 +203,19 @@ def bench_beside_peers(
     return result
 
 
-def peer_gguf(model: str) -> Path | None:
-    """The GGUF llama-server loads: the model's own (the embedded one's, or a ``.gguf`` file); None: embedded."""
-    if model == "embedded":
-        return None
+def peer_gguf(model: str) -> Path:
+    """The GGUF llama-server loads: the model's own (an embedded model's, assembled once, or a ``.gguf`` file)."""
+    parts = embedded_parts(model)
+    if parts is not None:
+        try:
+            return embedded_gguf(parts)
+        except EmbeddedModelError as exc:
+            raise UsageError(str(exc)) from exc
     if model.endswith(".gguf"):
         return Path(model).expanduser()
-    raise UsageError(f"llama-server needs the same GGUF: use --model embedded or a .gguf file, not {model!r}")
+    raise UsageError(
+        f"llama-server needs the same GGUF: use --model {', '.join(EMBEDDED_MODELS)} or a .gguf file, not {model!r}"
+    )
 
 
 def _mb(size: int) -> int:

@@ -5,15 +5,22 @@ from __future__ import annotations
 
 import argparse
 
-from lookahead_lsp.evaluation.pass_cost import compare
+from lookahead_lsp.evaluation.pass_cost import KINDS, compare
+from lookahead_lsp.lsp_server.cli import UsageError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", default="embedded")
+    parser.add_argument("--model", default="embedded", help="a model, or several comma-separated (interleaved)")
     parser.add_argument("--context", type=int, default=800, help="tokens in the cache before the passes")
     parser.add_argument("--repeats", type=int, default=9)
+    parser.add_argument(
+        "--only", default=",".join(KINDS), help=f"comma-separated models to time (default: {','.join(KINDS)})"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
-    print(compare(args.model, args.context, args.repeats))
+    only = tuple(name.strip() for name in args.only.split(",") if name.strip())
+    if not only or set(only) - set(KINDS):
+        raise UsageError(f"--only: choose among {', '.join(KINDS)}")
+    print(compare(args.model, args.context, args.repeats, only))
     return 0

@@ -22,6 +22,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--token-budget", type=int, default=1024)
     parser.add_argument("--backends", default="lookahead,remote", help="lookahead, greedy, remote (comma-separated)")
     parser.add_argument("--url", default=None, help="use this running engine instead of starting llama.cpp's")
+    parser.add_argument("--model", default="embedded", help="the embedded model both sides run (or embedded-1.5b)")
     parser.add_argument("--model-name", default="", help="the remote engine's model name (vLLM needs it)")
     parser.add_argument("--threads", type=int, default=1, help="threads of llama-server (default: 1)")
     parser.add_argument("--out", default=None, help="report directory (default: .artifacts/remote-bench)")

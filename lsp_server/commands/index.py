@@ -16,7 +16,7 @@ from transformers import AutoTokenizer
 
 from lookahead_lsp.context.workspace import WorkspaceConfig
 from lookahead_lsp.context.workspace_index import WorkspaceIndex
-from lookahead_lsp.decoder.embedded import ensure_converted
+from lookahead_lsp.decoder.embedded import embedded_parts, ensure_converted
 from lookahead_lsp.lsp_server.cli import UsageError
 
 BAR_WIDTH = 30
@@ -33,8 +33,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def load_tokenizer(spec: str) -> Any:
     """The tokenizer of a model spec, without its weights."""
-    if spec == "embedded":
-        return AutoTokenizer.from_pretrained(str(ensure_converted()))
+    parts = embedded_parts(spec)
+    if parts is not None:
+        return AutoTokenizer.from_pretrained(str(ensure_converted(parts=parts)))
     if spec.endswith(".gguf"):
         raise UsageError("--model: for a .gguf, pass the converted directory (see `lookahead-lsp model`)")
     try:

@@ -1,7 +1,8 @@
 """`lookahead-lsp model`: prepare (assemble, convert, cache) and load a model, then describe it.
 
 Progress goes to stderr; the description (or ``--json``) to stdout. ``--prepare-only`` stops after the
-conversion cache is built, which is what ``scripts/setup.sh`` runs.
+conversion cache is built, which is what ``scripts/setup.sh`` runs; ``--prepare SPEC`` is ``--spec SPEC
+--prepare-only`` (``lookahead-lsp model --prepare embedded-1.5b``).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--spec",
         default="embedded",
-        help="embedded (default), a transformers directory, a .gguf file, or an HF id in the local cache",
+        help="embedded (default), embedded-1.5b, a transformers directory, a .gguf file, or a locally cached HF id",
     )
     parser.add_argument("--device", default="auto", help="auto (cuda, mps, cpu), cpu, cuda, cuda:N, mps")
     parser.add_argument("--dtype", default="auto", help="auto (bf16 on cuda, else fp32), float32, bfloat16, ...")
@@ -50,11 +51,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="only assemble and convert (build the cache); do not load the model",
     )
+    parser.add_argument(
+        "--prepare", metavar="SPEC", default=None, help="prepare SPEC only (same as --spec SPEC --prepare-only)"
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
 
 
 def run(args: argparse.Namespace) -> int:
     progress = None if args.quiet else StderrProgress()
+    if args.prepare is not None:
+        args.spec, args.prepare_only = args.prepare, True
     try:
         if args.prepare_only:
             started = time.perf_counter()

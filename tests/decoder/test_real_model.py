@@ -12,7 +12,7 @@ from lookahead_lsp.decoder.drafts import SequenceNgrams
 from lookahead_lsp.decoder.greedy import GreedyDecoder
 from lookahead_lsp.decoder.lookahead import LookaheadConfig, LookaheadDecoder
 from lookahead_lsp.decoder.model import load_model, stop_token_ids
-from lookahead_lsp.decoder.types import DecodeRequest
+from lookahead_lsp.decoder.types import DecodeRequest, DecodeResult
 
 pytestmark = pytest.mark.real_model
 
@@ -33,17 +33,26 @@ def holes(n: int) -> list[tuple[str, str]]:
     return out
 
 
+def greedy_and_lookahead(
+    tok, greedy: GreedyDecoder, lookahead: LookaheadDecoder, hole: tuple[str, str], max_new_tokens: int
+) -> tuple[DecodeResult, DecodeResult]:
+    """A FIM hole decoded by greedy and by lookahead (with the suffix as a draft source)."""
+    prefix, suffix = hole
+    suffix_ids = tok(suffix)["input_ids"]
+    ids = tok("<|fim_prefix|>" + prefix + "<|fim_suffix|>")["input_ids"] + suffix_ids
+    ids += tok("<|fim_middle|>")["input_ids"]
+    eos = stop_token_ids(tok)
+    want = greedy.generate(DecodeRequest(ids, max_new_tokens, eos_ids=eos))
+    drafts = [SequenceNgrams("suffix", suffix_ids)]
+    return want, lookahead.generate(DecodeRequest(ids, max_new_tokens, eos_ids=eos, drafts=drafts))
+
+
 def test_lookahead_equals_greedy_on_real_code(loaded):
     tok = loaded.tokenizer
     greedy, lookahead = GreedyDecoder(loaded.model), LookaheadDecoder(loaded.model, LookaheadConfig())
     total_steps = total_tokens = 0
-    for prefix, suffix in holes(2):
-        suffix_ids = tok(suffix)["input_ids"]
-        ids = tok("<|fim_prefix|>" + prefix + "<|fim_suffix|>")["input_ids"] + suffix_ids
-        ids += tok("<|fim_middle|>")["input_ids"]
-        eos = stop_token_ids(tok)
-        want = greedy.generate(DecodeRequest(ids, 32, eos_ids=eos))
-        got = lookahead.generate(DecodeRequest(ids, 32, eos_ids=eos, drafts=[SequenceNgrams("suffix", suffix_ids)]))
+    for hole in holes(2):
+        want, got = greedy_and_lookahead(tok, greedy, lookahead, hole, 32)
         assert got.token_ids == want.token_ids
         assert tok.decode(got.token_ids).strip()
         total_steps += got.stats.steps
