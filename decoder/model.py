@@ -49,7 +49,6 @@ from lookahead_lsp.decoder.packed_linear import int4_kernel_works
 from lookahead_lsp.decoder.packed_model import (
     cached_packed_state,
     fill_from_checkpoint,
-    fuse_projections,
     layer_weights,
     logical_size,
     packed_skeleton,
@@ -361,7 +360,6 @@ def _load_packed(
         fill_from_checkpoint(model, checkpoint)
         prepare_for_inference(model, torch.device("cpu"), attn_implementation)  # the twin copies its settings
         dense = layer_weights(model, fast_dtype, checkpoint) if fast_dtype is not None else None
-    counts["fused"] = fuse_projections(model)
     logger.info("GGUF weights: %s", ", ".join(f"{n} {kind}" for kind, n in counts.items()))
     return model, prefill_twin(model, dense) if dense is not None else None
 

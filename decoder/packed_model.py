@@ -106,7 +106,7 @@ class DenseLinear(torch.nn.Module):
 
 def layer_weights(model: torch.nn.Module, dtype: torch.dtype, checkpoint: Any = None) -> dict[str, torch.Tensor]:
     """The weights of the decoder layers' linears (not the output head) in ``dtype``, by module name: a float
-    model's own, or for a packed model's layers (before :func:`fuse_projections`) read from its converted
+    model's own, or for a packed model's layers read from its converted
     ``checkpoint`` (an open safetensors file)."""
     weights = {}
     for name, module in model.named_modules():
@@ -245,95 +245,6 @@ def fill_from_checkpoint(model: torch.nn.Module, checkpoint: Any) -> int:
             else:
                 raise ValueError(f"the converted checkpoint has no {prefix}{key}")
     return read
-
-
-FUSED = (("self_attn", ("q_proj", "k_proj", "v_proj")), ("mlp", ("gate_proj", "up_proj")))
-"""Linears of a decoder layer that read the same input: each group becomes one packed product."""
-_FUSIBLE_ROWS = 64  # the int4 layout packs rows in blocks of up to 64: whole blocks concatenate exactly
-
-
-class FusedProjections(torch.nn.Module):
-    """Several packed linears that read the same input, run as one product whose output is split.
-
-    A layer's query, key and value projections (and its gate and up projections) are separate modules in
-    transformers, each one kernel call per plane plus the casts around it; one call over the concatenated planes
-    does the same arithmetic per output column (the kernel computes each block of columns on its own) at
-    fewer calls: on the reference CPU 183 -> 107 us for q, k, v at one token. The modules the model calls are
-    :class:`ProjectionPart` s: the first one called with an input computes every part, the others take theirs."""
-
-    def __init__(self, layer: PackedLinear, sizes: list[int]) -> None:
-        super().__init__()
-        self.layer = layer
-        self.sizes = sizes
-        self._input: torch.Tensor | None = None
-        self._waiting: dict[int, torch.Tensor] = {}
-
-    def take(self, x: torch.Tensor, index: int) -> torch.Tensor:
-        if self._input is not x or index not in self._waiting:
-            self._input = x
-            self._waiting = dict(enumerate(self.layer(x).split(self.sizes, dim=-1)))
-        out = self._waiting.pop(index)
-        if not self._waiting:
-            self._input = None  # nothing held between passes
-        return out
-
-
-class ProjectionPart(torch.nn.Module):
-    """One linear of a :class:`FusedProjections` group, where the model calls it."""
-
-    def __init__(self, group: FusedProjections, index: int) -> None:
-        super().__init__()
-        object.__setattr__(self, "group", group)  # not a submodule: the group's tensors are registered once
-        self.index = index
-        self.in_features, self.out_features = group.layer.in_features, group.sizes[index]
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        group: FusedProjections = self.__dict__["group"]
-        return group.take(x, self.index)
-
-    @property
-    def bias(self) -> torch.Tensor | None:
-        """This part's slice of the group's bias (the prefill twin's dense layer takes it)."""
-        group: FusedProjections = self.__dict__["group"]
-        if group.layer.bias is None:
-            return None
-        start = sum(group.sizes[: self.index])
-        return group.layer.bias[start : start + self.out_features]
-
-
-def fuse_projections(model: torch.nn.Module) -> int:
-    """Fuse the projections of :data:`FUSED` in every decoder layer where they are packed alike; returns how
-    many groups. Planes concatenate exactly when every part has whole blocks of rows and as many planes."""
-    fused = 0
-    for module in list(model.modules()):
-        for parent_name, names in FUSED:
-            parent = getattr(module, parent_name, None)
-            layers = [getattr(parent, name, None) for name in names]
-            if not all(isinstance(layer, PackedLinear) for layer in layers):
-                continue
-            parts = [layer for layer in layers if isinstance(layer, PackedLinear)]
-            if len({len(p.planes) for p in parts}) != 1 or any(p.out_features % _FUSIBLE_ROWS for p in parts):
-                continue
-            if len({p.in_features for p in parts}) != 1:
-                continue
-            planes = [
-                Plane(
-                    torch.cat([p.planes[i].packed for p in parts]),
-                    torch.cat([p.planes[i].scales_zeros for p in parts], dim=1),
-                )
-                for i in range(len(parts[0].planes))
-            ]
-            biases = [p.bias for p in parts]
-            bias = None if any(b is None for b in biases) else torch.cat([b for b in biases if b is not None])
-            out = sum(p.out_features for p in parts)
-            sizes = [p.out_features for p in parts]
-            group = FusedProjections(PackedLinear(planes, bias, parts[0].in_features, out), sizes)
-            assert parent is not None
-            parent.add_module("fused_" + "_".join(n.removesuffix("_proj") for n in names), group)
-            for index, name in enumerate(names):
-                setattr(parent, name, ProjectionPart(group, index))
-            fused += 1
-    return fused
 
 
 def _planes(state: State, name: str) -> list[Plane]:

@@ -17,11 +17,9 @@ from lookahead_lsp.decoder.lookahead import LookaheadConfig, LookaheadDecoder
 from lookahead_lsp.decoder.model import ModelLoadError, prepare_for_inference, use_gguf_weights
 from lookahead_lsp.decoder.packed_linear import PackedEmbedding, PackedLinear, Plane, int4_kernel_works, requantize
 from lookahead_lsp.decoder.packed_model import (
-    ProjectionPart,
     cache_path,
     cached_packed_state,
     fill_from_checkpoint,
-    fuse_projections,
     layer_weights,
     module_name,
     pack_gguf,
@@ -234,34 +232,6 @@ def test_a_tensor_missing_from_the_checkpoint_is_named(packed: tuple, tmp_path: 
     with safe_open(str(checkpoint), framework="pt") as opened, pytest.raises(ValueError) as info:
         fill_from_checkpoint(built, opened)
     assert "model.layers.1.input_layernorm.weight" in str(info.value)
-
-
-def test_fused_projections_compute_what_the_separate_layers_compute(tmp_path: Path) -> None:
-    """q, k, v (and gate, up) as one product: the same logits bit for bit, in decoding and in the prefill twin
-    (whose dense layers take each part's bias), and lookahead still equals greedy on it."""
-    sizes = {"hidden_size": 128, "intermediate_size": 256, "num_attention_heads": 2, "num_key_value_heads": 1}
-    gguf = tmp_path / "wide.gguf"
-    write_tiny_gguf(make_tiny_qwen2(vocab_size=512, seed=2, dtype=torch.float32, **sizes), gguf)
-    state = pack_gguf(gguf)
-    models = []
-    for fuse in (False, True):
-        model = make_tiny_qwen2(vocab_size=512, seed=2, dtype=torch.float32, **sizes)
-        dense = layer_weights(model, torch.bfloat16)
-        use_packed(model, state)
-        if fuse:
-            assert fuse_projections(model) == 4  # attention and MLP of 2 layers
-            assert isinstance(model.model.layers[0].self_attn.k_proj, ProjectionPart)
-        models.append((model, prefill_twin(model, dense)))
-    ids = torch.tensor([[5, 17, 300, 42, 42, 9, 11, 250]])
-    with torch.inference_mode():
-        for (separate, separate_twin), (fused, fused_twin) in [models]:
-            assert torch.equal(fused(input_ids=ids).logits, separate(input_ids=ids).logits)
-            assert torch.equal(fused_twin(input_ids=ids).logits, separate_twin(input_ids=ids).logits)
-    fused = models[1][0]
-    lookahead = LookaheadDecoder(fused, LookaheadConfig(verify=8), cost=CostModel(GPU_COST, adaptive=False))
-    prompt = [7, 8, 9, 10, 11, 7, 8, 9]
-    want = GreedyDecoder(fused).generate(DecodeRequest(prompt_ids=prompt, max_new_tokens=30)).token_ids
-    assert lookahead.generate(DecodeRequest(prompt_ids=prompt, max_new_tokens=30)).token_ids == want
 
 
 def test_the_packed_state_is_cached_and_a_damaged_cache_is_rebuilt(packed: tuple, tmp_path: Path) -> None:
