@@ -7,19 +7,14 @@ from transformers import DynamicCache
 
 from lookahead_lsp.decoder.cpu_linear import OneDnnLinear, use_onednn_linear
 from lookahead_lsp.decoder.model import transpose_linear_weights
+from tests.decoder.test_row_attention import tree_visibility
 from tests.tiny_model import make_tiny_qwen2, random_qwen2
 
 
 def _tree_pass(model: torch.nn.Module, prompt: list[int], tokens: list[int], parents: list[int]) -> torch.Tensor:
     """Logits of a draft-tree pass: token i sees the prompt, itself and its ancestors (``parents[i]``, -1: none)."""
     n, past = len(tokens), len(prompt)
-    allowed = torch.zeros(n, n, dtype=torch.bool)
-    depth = []
-    for i, parent in enumerate(parents):
-        allowed[i, i] = True
-        if parent >= 0:
-            allowed[i] |= allowed[parent]
-        depth.append(0 if parent < 0 else depth[parent] + 1)
+    allowed, depth = tree_visibility(parents)
     mask = torch.zeros(1, 1, n, past + n, dtype=torch.float64)
     mask[0, 0, :, past:].masked_fill_(~allowed, torch.finfo(torch.float64).min)
     cache = DynamicCache()

@@ -18,7 +18,8 @@ def _tree(rng: random.Random, n: int) -> list[int]:
     return parents
 
 
-def _visibility(parents: list[int]) -> tuple[torch.Tensor, list[int]]:
+def tree_visibility(parents: list[int]) -> tuple[torch.Tensor, list[int]]:
+    """Which row of a token tree sees which (itself and its ancestors), and each row's depth."""
     n = len(parents)
     visible = torch.zeros(n, n, dtype=torch.bool)
     depths = []
@@ -37,7 +38,7 @@ def test_each_row_of_a_tree_pass_equals_that_row_alone_after_its_keys(heads: int
     torch.manual_seed(past + heads)
     n, dim = 24, 64
     parents = _tree(rng, n)
-    visible, depths = _visibility(parents)
+    visible, depths = tree_visibility(parents)
     keys = torch.randn(1, kv_heads, past + n, dim)
     values = torch.randn(1, kv_heads, past + n, dim)
     query = torch.randn(1, heads, n, dim)
@@ -60,7 +61,7 @@ def test_each_row_of_a_tree_pass_equals_that_row_alone_after_its_keys(heads: int
 def test_row_attention_is_attention() -> None:
     torch.manual_seed(0)
     past, n, heads, kv_heads, dim = 70, 9, 14, 2, 64
-    visible, depths = _visibility(_tree(random.Random(1), n))
+    visible, depths = tree_visibility(_tree(random.Random(1), n))
     keys, values = torch.randn(1, kv_heads, past + n, dim), torch.randn(1, kv_heads, past + n, dim)
     query = torch.randn(1, heads, n, dim)
     got = row_attention(query, keys, values, plan_rows(past, [past + d for d in depths], visible), 0.125)
@@ -75,7 +76,7 @@ def test_row_attention_is_attention() -> None:
 def test_a_plan_spans_blocks_and_gathers_only_rows_that_left_storage_order() -> None:
     past = BLOCK - 2  # the pass crosses a block boundary at its third position
     parents = [-1, 0, 1, 0, 3, 4]  # rows 3..5: a second branch from row 0
-    visible, depths = _visibility(parents)
+    visible, depths = tree_visibility(parents)
     plan = plan_rows(past, [past + d for d in depths], visible)
     shared = [part for part in plan.a_parts if part.index is None]
     gathered = [part for part in plan.a_parts if part.index is not None]
