@@ -184,7 +184,7 @@ DEFAULT_PRIOR = (0.25, 0.35, 0.45, 0.55)
 # nearly free.
 G_WHERE_WIDTH_IS_DEAR = 1
 G_WHERE_WIDTH_IS_CHEAP = 8
-WIDTH_IS_CHEAP = 1.25  # a pass of 8 tokens at most this many one-token passes: a GPU (about 1.0-1.1)
+WIDTH_IS_CHEAP = 1.25  # a wide pass (8 tokens; N for the Jacobi branch) at most this many one-token passes: a GPU
 
 
 def default_jacobi(cost: CostModel, ngram: int) -> bool:

@@ -50,7 +50,7 @@ class RowPlan:
     """Per pass: each row's part B (storage indices and mask) and its part-A groups."""
 
     b_index: torch.Tensor  # (rows * BLOCK,) long: storage index of each slot (masked slots hold the row's own)
-    b_visible: torch.Tensor  # (rows, 1, 1, BLOCK) bool
+    b_mask: torch.Tensor  # (rows, 1, 1, BLOCK) float32: 0 where the row sees the slot, -inf where not
     a_parts: tuple[PartA, ...]
     rows: int
 
@@ -86,7 +86,8 @@ def plan_rows(past: int, positions: Sequence[int], visible: torch.Tensor | None)
             index = torch.cat([torch.arange(past), torch.tensor(in_pass, dtype=torch.long)])
             gathered.append(PartA(torch.tensor([j]), start, index))
     shared = tuple(PartA(torch.tensor(rows), length, None) for length, rows in sorted(groups.items()))
-    return RowPlan(b_index.reshape(-1), b_visible[:, None, None, :], shared + tuple(gathered), n)
+    b_mask = torch.zeros((n, 1, 1, BLOCK)).masked_fill_(~b_visible[:, None, None, :], float("-inf"))
+    return RowPlan(b_index.reshape(-1), b_mask, shared + tuple(gathered), n)
 
 
 _flash = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
@@ -107,7 +108,7 @@ def row_attention(
     # Part B: every row at once, one batch entry per row.
     k_b = key[0].index_select(1, plan.b_index).reshape(kv_heads, rows, BLOCK, dim).transpose(0, 1).contiguous()
     v_b = value[0].index_select(1, plan.b_index).reshape(kv_heads, rows, BLOCK, dim).transpose(0, 1).contiguous()
-    mask = torch.zeros(plan.b_visible.shape, dtype=query.dtype).masked_fill_(~plan.b_visible, float("-inf"))
+    mask = plan.b_mask.to(query.dtype)  # built once per pass, used by every layer
     out, lse = _flash(
         q.transpose(0, 1).contiguous(), k_b, v_b, 0.0, False, attn_mask=mask.expand(rows, 1, slots, BLOCK),
         scale=scaling,

@@ -65,7 +65,7 @@ class DecoderConfig:
     prompt_lookup: int | None = None  # hf: prompt_lookup_num_tokens
     wng: tuple[int, int, int] | None = None  # lookahead (W, N, G); None: the decoder's defaults
     sources_off: frozenset[str] = frozenset()  # lookahead draft sources switched off
-    jacobi_on: bool = False  # lookahead: the Jacobi branch forced on (by default it runs where width is cheap)
+    jacobi: bool | None = None  # lookahead: the Jacobi branch on/off; None: where width is cheap (the default)
 
     def build(self, model: Any, cost: CostModel | None = None) -> Decoder:
         """The decoder; lookahead uses ``cost`` (measured, as the daemon does) or the device's default."""
@@ -79,7 +79,7 @@ class DecoderConfig:
         config = LookaheadConfig(
             **shape,
             prompt_drafts="prompt" not in self.sources_off,
-            jacobi=False if "jacobi" in self.sources_off else (True if self.jacobi_on else None),
+            jacobi=False if "jacobi" in self.sources_off else self.jacobi,
             disabled_sources=self.sources_off - {"prompt", "jacobi"},
         )
         return local_backend(model, "lookahead", config, cost)
@@ -114,7 +114,7 @@ def _config(name: str) -> DecoderConfig:
     if name == "lookahead":
         return DecoderConfig(name, "lookahead")
     if name == "lookahead-jacobi":
-        return DecoderConfig(name, "lookahead", jacobi_on=True)
+        return DecoderConfig(name, "lookahead", jacobi=True)
     from lookahead_lsp.evaluation.llama_peer import PEERS  # here: llama_peer imports this module
 
     if name in PEERS:
