@@ -45,15 +45,16 @@ from lookahead_lsp.decoder.embedded import (
     prepare_embedded,
     prepare_gguf,
 )
-from lookahead_lsp.decoder.packed_linear import int4_kernel_works
 from lookahead_lsp.decoder.packed_model import (
     cached_packed_state,
     fill_from_checkpoint,
+    gguf_kernel_available,
     layer_weights,
     logical_size,
     packed_skeleton,
     prefill_twin,
 )
+from lookahead_lsp.decoder.woq_native import native_kernel
 
 logger = logging.getLogger(__name__)
 
@@ -104,7 +105,7 @@ class LoadedModel:
     source: str  # embedded-cache, embedded-converted, gguf-cache, gguf-converted, hf-dir, hf-id
     path: str  # the directory (or HF id) the weights were loaded from
     prefill_dtype: torch.dtype | None = None  # what prompts are prefilled in (decoder.forward.use_prefill_model)
-    weights: str = "dense"  # "gguf-int4": the GGUF's own blocks as int4 planes (decoder.packed_model)
+    weights: str = "dense"  # "gguf-native" / "gguf-int4": the GGUF's own blocks on that kernel (decoder.packed_model)
 
     @property
     def parameters(self) -> int:
@@ -189,11 +190,12 @@ WEIGHTS = ("auto", "dense", "gguf")
 
 
 def use_gguf_weights(weights: str, device: torch.device, dtype: torch.dtype, source: str) -> bool:
-    """Whether the decoding passes run on the GGUF's own blocks (int4 planes) rather than dense weights.
+    """Whether the decoding passes run on the GGUF's own blocks rather than dense weights.
 
     ``"auto"``: on a CPU, for a float32 model that came from a GGUF (the embedded default or a ``.gguf``
-    file), where PyTorch's int4 kernel works: about 2.5x fewer bytes a pass than float32, the GGUF's own values
-    (docs/benchmarks.md). ``"gguf"``: required (an error where it cannot be); ``"dense"``: never."""
+    file), where a kernel for its codes runs (the native one, decoder/woq_native.py, else PyTorch's int4
+    kernel): a quarter of the bytes a pass of float32, the GGUF's own values (docs/benchmarks.md).
+    ``"gguf"``: required (an error where it cannot be); ``"dense"``: never."""
     name = weights.strip().lower()
     if name not in WEIGHTS:
         raise ModelLoadError(f"bad weights {weights!r}: use {', '.join(WEIGHTS)}")
@@ -203,10 +205,10 @@ def use_gguf_weights(weights: str, device: torch.device, dtype: torch.dtype, sou
     if name == "gguf":
         if not from_gguf:
             raise ModelLoadError("weights 'gguf' needs a model loaded from a GGUF (embedded or a .gguf file)")
-        if device.type != "cpu" or not int4_kernel_works():
-            raise ModelLoadError("weights 'gguf' needs a CPU with PyTorch's int4 kernel")
+        if device.type != "cpu" or not gguf_kernel_available():
+            raise ModelLoadError("weights 'gguf' needs a CPU with the native kernel or PyTorch's int4 kernel")
         return True
-    return from_gguf and device.type == "cpu" and dtype == torch.float32 and int4_kernel_works()
+    return from_gguf and device.type == "cpu" and dtype == torch.float32 and gguf_kernel_available()
 
 
 def _gguf_producer(spec: str) -> Callable[[Path], Path]:
@@ -321,7 +323,7 @@ def load_model(
 
     use_prefill_model(model, fast)
     seconds = time.perf_counter() - started
-    form = "gguf-int4" if packed else "dense"
+    form = ("gguf-native" if native_kernel() is not None else "gguf-int4") if packed else "dense"
     logger.info(
         "loaded %s (%s) on %s as %s, %s weights (prefill: %s) in %.1f s",
         spec,

@@ -104,7 +104,8 @@ def requantize(weight: torch.Tensor) -> AffineGroups:
     one row depends on how many rows share the pass: lookahead would stop matching greedy)."""
     rows, cols = weight.shape
     w = weight.detach().float().reshape(rows, cols // GROUP, GROUP)
-    scale = (w.abs().amax(dim=-1) / 127.0).clamp_min(1e-12)
+    # a float16 scale (exact in the native kernel's two-byte scales), never below float16's smallest normal
+    scale = (w.abs().amax(dim=-1) / 127.0).clamp_min(2.0**-14).half().float()
     codes = (torch.round(w / scale[..., None]).clamp(-127, 127) + 128).to(torch.uint8)
     return AffineGroups(codes.reshape(rows, cols).numpy(), scale.numpy(), (-128.0 * scale).numpy(), 8)
 

@@ -33,11 +33,19 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from lookahead_lsp.decoder.gguf_blocks import GROUP, AffineGroups, read_affine
-from lookahead_lsp.decoder.packed_linear import PackedEmbedding, PackedLinear, Plane, requantize, split_planes
+from lookahead_lsp.decoder.packed_linear import (
+    PackedEmbedding,
+    PackedLinear,
+    int4_kernel_works,
+    requantize,
+    split_planes,
+)
+from lookahead_lsp.decoder.woq_linear import WoqLinear, groups_from_state, woq_state
+from lookahead_lsp.decoder.woq_native import WoqKernel, native_kernel
 
 logger = logging.getLogger(__name__)
 
-CACHE_FORMAT = "packed-v2"  # bump when the packed state's keys or meaning change
+CACHE_FORMAT = "packed-v3"  # bump when the packed state's keys or meaning change
 
 _LAYER_NAMES = {
     "attn_q": "self_attn.q_proj",
@@ -50,8 +58,8 @@ _LAYER_NAMES = {
 }
 
 State = dict[str, torch.Tensor]
-"""Flat packed tensors: ``<module>.plane<i>.packed``/``.scales_zeros``, ``<module>.dense``, ``<module>.codes``/
-``.scale``/``.offset`` (an embedding)."""
+"""Flat packed tensors: ``<module>.woq.<part>`` (decoder/woq_linear.py's :func:`woq_state`), ``<module>.dense``,
+``<module>.codes``/``.scale``/``.offset`` (an embedding)."""
 
 
 def module_name(gguf_name: str) -> str | None:
@@ -114,7 +122,7 @@ def layer_weights(model: torch.nn.Module, dtype: torch.dtype, checkpoint: Any = 
             continue
         if isinstance(module, torch.nn.Linear):
             weights[name] = module.weight.detach().to(dtype)
-        elif checkpoint is not None and isinstance(module, PackedLinear | DenseLinear):
+        elif checkpoint is not None and isinstance(module, PackedLinear | WoqLinear | DenseLinear):
             weights[name] = checkpoint.get_tensor(f"{name}.weight").to(dtype)
     return weights
 
@@ -158,36 +166,55 @@ def pack_gguf(gguf_path: Path) -> State:
             from gguf.quants import dequantize
 
             dense = torch.from_numpy(dequantize(tensor.data, tensor.tensor_type).reshape(rows, cols))
-            if not packable(rows, cols):  # a shape the kernel cannot take: a dense bfloat16 matrix
+            if cols % GROUP:  # a shape no kernel takes: a dense bfloat16 matrix
                 state[f"{name}.dense"] = dense.to(torch.bfloat16)
                 continue
-            groups = requantize(dense)  # Q6_K: 8-bit groups, two planes (decoder/packed_linear.py)
-        if not packable(rows, cols):
-            state[f"{name}.dense"] = torch.from_numpy(groups.dequantize()).to(torch.bfloat16)
-            continue
-        state |= _plane_state(name, groups)
-    if "lm_head.plane0.packed" not in state and "lm_head.dense" not in state and embedding is not None:
-        state |= _plane_state("lm_head", embedding)
+            groups = requantize(dense)  # Q6_K: 8-bit groups (decoder/packed_linear.py)
+        state |= _woq_state(name, groups)
+    if "lm_head.woq.codes" not in state and "lm_head.dense" not in state and embedding is not None:
+        state |= _woq_state("lm_head", embedding)
     return state
 
 
 def packable(rows: int, cols: int) -> bool:
-    """Whether the int4 kernel takes a weight of this shape (its packing needs rows in sixteens)."""
+    """Whether ATen's int4 kernel takes a weight of this shape (its packing needs rows in sixteens)."""
     return rows % 16 == 0 and cols % GROUP == 0
 
 
-def _plane_state(name: str, groups: AffineGroups) -> State:
-    state: State = {}
-    for i, plane in enumerate(split_planes(groups)):
-        state[f"{name}.plane{i}.packed"] = plane.packed
-        state[f"{name}.plane{i}.scales_zeros"] = plane.scales_zeros
-    return state
+def gguf_kernel_available() -> bool:
+    """Whether a CPU kernel for GGUF codes runs here: the native one, else ATen's int4 kernel."""
+    return native_kernel() is not None or int4_kernel_works()
 
 
-def use_packed(model: torch.nn.Module, state: State) -> dict[str, int]:
-    """Put the packed modules of ``state`` into ``model`` in place of its linears and input embedding;
-    returns how many of each kind. The float weights they replace are freed."""
-    counts = {"int4": 0, "bf16": 0, "embedding": 0}
+def _woq_state(name: str, groups: AffineGroups) -> State:
+    return {f"{name}.woq.{part}": tensor for part, tensor in woq_state(groups).items()}
+
+
+def _woq_parts(state: State, name: str) -> dict[str, torch.Tensor]:
+    prefix = f"{name}.woq."
+    return {key[len(prefix) :]: value for key, value in state.items() if key.startswith(prefix)}
+
+
+def gguf_linear(
+    parts: dict[str, torch.Tensor], bias: torch.Tensor | None, kernel: WoqKernel | None
+) -> tuple[torch.nn.Module, str]:
+    """The module for one stored weight and which kernel it runs on: the native ``kernel``'s
+    :class:`WoqLinear`, else (None) ATen's int4 planes, else (a shape those cannot take) a dense bfloat16 matrix."""
+    if kernel is not None:
+        return WoqLinear(kernel, parts, bias), "native"
+    groups = groups_from_state(parts)
+    rows, cols = groups.shape
+    if packable(rows, cols):
+        return PackedLinear(split_planes(groups), bias, cols, rows), "int4"
+    return DenseLinear(torch.from_numpy(groups.dequantize()).to(torch.bfloat16), bias), "bf16"
+
+
+def use_packed(model: torch.nn.Module, state: State, *, native: bool = True) -> dict[str, int]:
+    """Put the packed modules of ``state`` into ``model`` in place of its linears and input embedding, on the
+    native kernel where it runs (and ``native``), else on ATen's int4 kernel; returns how many of each kind.
+    The float weights they replace are freed."""
+    kernel = native_kernel() if native else None
+    counts = {"native": 0, "int4": 0, "bf16": 0, "embedding": 0}
     modules = dict(model.named_modules())
     for name, module in modules.items():
         parent_name, _, child = name.rpartition(".")
@@ -198,10 +225,10 @@ def use_packed(model: torch.nn.Module, state: State) -> dict[str, int]:
             counts["embedding"] += 1
         elif isinstance(module, torch.nn.Linear):
             bias = None if module.bias is None else module.bias.detach().float().clone()
-            planes = _planes(state, name)
-            if planes:
-                replacement = PackedLinear(planes, bias, module.in_features, module.out_features)
-                counts["int4"] += 1
+            parts = _woq_parts(state, name)
+            if parts:
+                replacement, kind = gguf_linear(parts, bias, kernel)
+                counts[kind] += 1
             elif f"{name}.dense" in state:
                 replacement = DenseLinear(state[f"{name}.dense"], bias)
                 counts["bf16"] += 1
@@ -210,7 +237,9 @@ def use_packed(model: torch.nn.Module, state: State) -> dict[str, int]:
     return counts
 
 
-def packed_skeleton(config: Any, state: State, attn_implementation: str) -> tuple[torch.nn.Module, dict[str, int]]:
+def packed_skeleton(
+    config: Any, state: State, attn_implementation: str, *, native: bool = True
+) -> tuple[torch.nn.Module, dict[str, int]]:
     """A float32 model of ``config`` built on the meta device with the packed modules of ``state`` put in:
     no float copy of its matrices is ever allocated (for the 1.5B model that copy would be 6 GB). Its other
     tensors (norms, biases) are still on the meta device: :func:`fill_from_checkpoint`."""
@@ -218,7 +247,7 @@ def packed_skeleton(config: Any, state: State, attn_implementation: str) -> tupl
 
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(config, dtype=torch.float32, attn_implementation=attn_implementation)
-    return model, use_packed(model, state)
+    return model, use_packed(model, state, native=native)
 
 
 def fill_from_checkpoint(model: torch.nn.Module, checkpoint: Any) -> int:
@@ -247,17 +276,9 @@ def fill_from_checkpoint(model: torch.nn.Module, checkpoint: Any) -> int:
     return read
 
 
-def _planes(state: State, name: str) -> list[Plane]:
-    planes: list[Plane] = []
-    while f"{name}.plane{len(planes)}.packed" in state:
-        i = len(planes)
-        planes.append(Plane(state[f"{name}.plane{i}.packed"], state[f"{name}.plane{i}.scales_zeros"]))
-    return planes
-
-
 def is_packed(model: torch.nn.Module) -> bool:
-    """Whether ``model`` decodes on int4 planes (its pass costs grow faster with width than float passes)."""
-    return any(isinstance(module, PackedLinear) for module in model.modules())
+    """Whether ``model`` decodes on GGUF codes (its pass costs grow with width unlike float passes)."""
+    return any(isinstance(module, PackedLinear | WoqLinear) for module in model.modules())
 
 
 def logical_size(model: torch.nn.Module) -> int:
@@ -265,7 +286,7 @@ def logical_size(model: torch.nn.Module) -> int:
     total = 0
     for module in model.modules():
         total += sum(p.numel() for p in module.parameters(recurse=False))
-        if isinstance(module, PackedLinear | DenseLinear):
+        if isinstance(module, PackedLinear | WoqLinear | DenseLinear):
             total += module.in_features * module.out_features + (0 if module.bias is None else module.bias.numel())
         elif isinstance(module, PackedEmbedding):
             total += module.num_embeddings * module.embedding_dim

@@ -110,7 +110,12 @@ def row_attention(
     v_b = value[0].index_select(1, plan.b_index).reshape(kv_heads, rows, BLOCK, dim).transpose(0, 1).contiguous()
     mask = plan.b_mask.to(query.dtype)  # built once per pass, used by every layer
     out, lse = _flash(
-        q.transpose(0, 1).contiguous(), k_b, v_b, 0.0, False, attn_mask=mask.expand(rows, 1, slots, BLOCK),
+        q.transpose(0, 1).contiguous(),
+        k_b,
+        v_b,
+        0.0,
+        False,
+        attn_mask=mask.expand(rows, 1, slots, BLOCK),
         scale=scaling,
     )  # (rows, kv_heads, slots, dim), (rows, kv_heads, slots)
     if plan.a_parts:

@@ -1,4 +1,5 @@
-"""GGUF weights as int4 planes: the block readers, the packed layers, a packed tiny model, lossless decoding on it."""
+"""GGUF weights on their codes: the block readers, the packed layers, a packed tiny model on the native kernel and on
+ATen's int4 planes, lossless decoding on it."""
 
 from __future__ import annotations
 
@@ -15,11 +16,12 @@ from lookahead_lsp.decoder.gguf_blocks import read_affine, supported
 from lookahead_lsp.decoder.greedy import GreedyDecoder
 from lookahead_lsp.decoder.lookahead import LookaheadConfig, LookaheadDecoder
 from lookahead_lsp.decoder.model import ModelLoadError, prepare_for_inference, use_gguf_weights
-from lookahead_lsp.decoder.packed_linear import PackedEmbedding, PackedLinear, Plane, int4_kernel_works, requantize
+from lookahead_lsp.decoder.packed_linear import PackedEmbedding, PackedLinear, int4_kernel_works, requantize
 from lookahead_lsp.decoder.packed_model import (
     cache_path,
     cached_packed_state,
     fill_from_checkpoint,
+    gguf_linear,
     layer_weights,
     module_name,
     pack_gguf,
@@ -29,6 +31,8 @@ from lookahead_lsp.decoder.packed_model import (
 )
 from lookahead_lsp.decoder.policy import GPU_COST, CostModel
 from lookahead_lsp.decoder.types import DecodeRequest
+from lookahead_lsp.decoder.woq_linear import WoqLinear
+from lookahead_lsp.decoder.woq_native import native_kernel
 from tests.tiny_model import make_tiny_qwen2
 
 pytestmark = pytest.mark.skipif(not int4_kernel_works(), reason="this PyTorch has no working CPU int4 kernel")
@@ -148,19 +152,33 @@ def dequantized_copy(model: torch.nn.Module, gguf: Path) -> torch.nn.Module:
     return twin
 
 
-@pytest.fixture(scope="module")
-def packed(tmp_path_factory: pytest.TempPathFactory) -> tuple[torch.nn.Module, torch.nn.Module, Path]:
+KERNELS = ["native", "int4"]
+"""the native kernel (decoder/woq_kernel.cpp, built here: this machine has a compiler) and ATen's int4 planes"""
+
+
+def test_the_native_kernel_is_built_here() -> None:
+    assert native_kernel() is not None  # the machines this project is tested on have g++: the default path
+
+
+def expected_counts(kernel: str) -> dict[str, int]:
+    counts = {"native": 0, "int4": 0, "bf16": 0, "embedding": 1}
+    counts[kernel] = 15  # 7 matrices x 2 layers + the tied head
+    return counts
+
+
+@pytest.fixture(scope="module", params=KERNELS)
+def packed(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple:
     gguf = tmp_path_factory.mktemp("gguf") / "tiny.gguf"
     source = make_tiny_qwen2(vocab_size=512, seed=1, dtype=torch.float32)
     write_tiny_gguf(source, gguf)
     model = make_tiny_qwen2(vocab_size=512, seed=1, dtype=torch.float32)
-    counts = use_packed(model, pack_gguf(gguf))
-    assert counts == {"int4": 15, "bf16": 0, "embedding": 1}  # 7 matrices x 2 layers + the tied head
-    return model, dequantized_copy(source, gguf), gguf
+    counts = use_packed(model, pack_gguf(gguf), native=request.param == "native")
+    assert counts == expected_counts(request.param)
+    return model, dequantized_copy(source, gguf), gguf, request.param
 
 
 def test_the_packed_model_computes_what_its_dequantized_float_twin_computes(packed: tuple) -> None:
-    model, dense, _ = packed
+    model, dense = packed[0], packed[1]
     ids = torch.tensor([[5, 17, 300, 42, 42, 9]])
     with torch.inference_mode():
         got, want = model(input_ids=ids).logits[0], dense(input_ids=ids).logits[0]
@@ -183,15 +201,16 @@ def test_lookahead_on_the_packed_model_equals_greedy_on_it_token_for_token(packe
 
 
 def test_the_bfloat16_prefill_twin_shares_everything_but_the_layer_weights(packed: tuple) -> None:
-    model = packed[0]
+    model, kind = packed[0], type(packed[0].lm_head)
     dense = {n: torch.zeros(m.out_features, m.in_features, dtype=torch.bfloat16)
-             for n, m in model.named_modules() if isinstance(m, PackedLinear) and ".layers." in f".{n}"}  # fmt: skip
+             for n, m in model.named_modules() if isinstance(m, kind) and ".layers." in f".{n}"}  # fmt: skip
     twin = prefill_twin(model, dense)
     assert twin.model.embed_tokens.codes is model.model.embed_tokens.codes
-    assert twin.lm_head.planes[0].packed is model.lm_head.planes[0].packed
+    head = (lambda m: m.codes) if kind is WoqLinear else (lambda m: m.planes[0].packed)
+    assert head(twin.lm_head) is head(model.lm_head)
     assert twin.model.norm.weight is model.model.norm.weight
     assert twin.model.layers[0].mlp.up_proj.weight is dense["model.layers.0.mlp.up_proj"]
-    assert isinstance(model.model.layers[0].mlp.up_proj, PackedLinear)  # the model itself is unchanged
+    assert isinstance(model.model.layers[0].mlp.up_proj, kind)  # the model itself is unchanged
 
 
 def save_checkpoint(model: torch.nn.Module, path: Path, drop: str = "") -> Path:
@@ -205,18 +224,19 @@ def save_checkpoint(model: torch.nn.Module, path: Path, drop: str = "") -> Path:
 def test_a_packed_model_built_on_the_meta_device_equals_one_packed_after_loading(packed: tuple, tmp_path: Path) -> None:
     from safetensors import safe_open
 
-    model, _, gguf = packed
+    model, _, gguf, kernel = packed
     source = make_tiny_qwen2(vocab_size=512, seed=1, dtype=torch.float32)
     checkpoint = save_checkpoint(source, tmp_path / "model.safetensors")
-    built, counts = packed_skeleton(source.config, pack_gguf(gguf), "sdpa")
+    built, counts = packed_skeleton(source.config, pack_gguf(gguf), "sdpa", native=kernel == "native")
     with safe_open(str(checkpoint), framework="pt") as opened:
         read = fill_from_checkpoint(built, opened)
         dense = layer_weights(built, torch.bfloat16, opened)
     prepare_for_inference(built, torch.device("cpu"))
-    assert counts == {"int4": 15, "bf16": 0, "embedding": 1}
+    assert counts == expected_counts(kernel)
     assert read == 2 * 2 + 2 * 3 + 1  # two norms and three biases a layer, and the final norm
     assert not any(t.is_meta for t in [*built.parameters(), *built.buffers()])
-    assert set(dense) == {n for n, m in built.named_modules() if isinstance(m, PackedLinear) and ".layers." in n}
+    kind = WoqLinear if kernel == "native" else PackedLinear
+    assert set(dense) == {n for n, m in built.named_modules() if isinstance(m, kind) and ".layers." in n}
     assert torch.equal(dense["model.layers.1.mlp.up_proj"], source.model.layers[1].mlp.up_proj.weight.bfloat16())
     ids = torch.tensor([[5, 17, 300, 42, 42, 9]])
     with torch.inference_mode():
@@ -274,7 +294,8 @@ def test_gguf_weights_for_a_model_without_a_gguf_is_a_clear_error() -> None:
         use_gguf_weights("int3", torch.device("cpu"), torch.float32, "embedded-cache")
 
 
-def test_a_q6_k_matrix_runs_on_the_int4_kernel_too(tmp_path: Path) -> None:
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_a_q6_k_matrix_runs_on_either_kernel(kernel: str, tmp_path: Path) -> None:
     rows, cols = 32, 256
     raw = random_blocks("Q6_K", rows, cols, seed=9)
     writer = GGUFWriter(str(tmp_path / "q6.gguf"), "qwen2")
@@ -284,12 +305,10 @@ def test_a_q6_k_matrix_runs_on_the_int4_kernel_too(tmp_path: Path) -> None:
     writer.write_tensors_to_file()
     writer.close()
     state = pack_gguf(tmp_path / "q6.gguf")
-    assert "model.layers.0.mlp.down_proj.plane1.packed" in state  # 8-bit groups: two planes, no dense matrix
-    layer = PackedLinear(
-        [Plane(state[f"model.layers.0.mlp.down_proj.plane{i}.packed"],
-               state[f"model.layers.0.mlp.down_proj.plane{i}.scales_zeros"]) for i in range(2)],
-        None, cols, rows,
-    )  # fmt: skip
+    assert int(state["model.layers.0.mlp.down_proj.woq.layout"]) == 8  # 8-bit groups, no dense matrix
+    parts = {k.rsplit(".", 1)[1]: v for k, v in state.items() if k.startswith("model.layers.0.mlp.down_proj.woq.")}
+    layer, kind = gguf_linear(parts, None, native_kernel() if kernel == "native" else None)
+    assert kind == kernel
     weight = torch.from_numpy(dequantize(raw, GGMLQuantizationType.Q6_K).reshape(rows, cols)).double()
-    read_back = layer(torch.eye(cols)).t().double()
+    read_back = layer(torch.eye(cols)).t().double()  # one-hot rows: int8 activations hold them exactly
     assert (read_back - weight).abs().max() <= 2**-6 * weight.abs().max()

@@ -72,7 +72,7 @@ def loaded():
 
 
 def test_the_1_5b_loads_on_its_gguf_blocks_and_lookahead_equals_greedy(loaded, tokenizer) -> None:
-    assert loaded.weights == "gguf-int4" and loaded.source.startswith("embedded")
+    assert loaded.weights.startswith("gguf-") and loaded.source.startswith("embedded")
     assert 1.5e9 < loaded.parameters < 2.0e9
     tok = loaded.tokenizer
     # the 0.5B's tokenizer: prompts, healing, stop rules and the workspace index carry over unchanged

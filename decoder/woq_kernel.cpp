@@ -1,0 +1,374 @@
+// Weight-only quantized matrix products for the few rows of a decoding pass on a CPU.
+//
+// out[m, n] = sum_k x[m, k] * w[n, k] + bias[n], with w[n, k] = code * scale + offset per group of 32 weights
+// along a row, codes kept in the GGUF's own widths (4, 5 or 8 bits): each weight is read once per pass and
+// dequantized in registers, once per pass for all the pass's rows (ATen's int4 kernel dequantizes again for
+// every 4 rows). Activations and accumulation are float32.
+//
+// Row independence: the arithmetic that produces out[m, n] is one fixed sequence of fused multiply-adds over
+// the groups of row n, whatever the number of rows m in the pass and whichever thread runs it: a lookahead
+// pass computes for each of its rows exactly what a one-token greedy pass computes.
+//
+// Built by decoder/woq_native.py with the machine's own instruction set (-march=native), loaded with ctypes.
+
+#include <immintrin.h>
+#include <stdint.h>
+#include <string.h>
+
+enum Layout { NIBBLES = 4, NIBBLES_HIGH_BIT = 5, BYTES = 8 };
+
+static inline int group_bytes(int layout) { return layout == BYTES ? 32 : layout == NIBBLES ? 16 : 20; }
+
+#if defined(__AVX512F__)
+static const int TILE = 4, ROWS = 4;  // a block of TILE rows of the pass by ROWS weight rows: accumulators in registers
+struct V { __m512 a; };
+static inline V v_zero() { return {_mm512_setzero_ps()}; }
+static inline V v_load(const float* p) { return {_mm512_loadu_ps(p)}; }
+static inline V v_set(float s) { return {_mm512_set1_ps(s)}; }
+static inline V v_fma(V a, V b, V c) { return {_mm512_fmadd_ps(a.a, b.a, c.a)}; }
+static inline V v_from_bytes(__m128i b) { return {_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(b))}; }
+static inline __m256 v_half_sum(V v) {
+    __m256 high = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v.a), 1));
+    return _mm256_add_ps(_mm512_castps512_ps256(v.a), high);
+}
+#elif defined(__AVX2__) && defined(__FMA__)
+static const int TILE = 2, ROWS = 4;
+struct V { __m256 a, b; };
+static inline V v_zero() { return {_mm256_setzero_ps(), _mm256_setzero_ps()}; }
+static inline V v_load(const float* p) { return {_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8)}; }
+static inline V v_set(float s) { return {_mm256_set1_ps(s), _mm256_set1_ps(s)}; }
+static inline V v_fma(V x, V y, V z) { return {_mm256_fmadd_ps(x.a, y.a, z.a), _mm256_fmadd_ps(x.b, y.b, z.b)}; }
+static inline V v_from_bytes(__m128i b) {
+    return {_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(b)), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(b, 8)))};
+}
+static inline __m256 v_half_sum(V v) { return _mm256_add_ps(v.a, v.b); }
+#else
+#error "woq_kernel needs AVX2 and FMA (or AVX-512)"
+#endif
+
+static inline float v_sum(V v) {  // one fixed order of additions
+    __m256 h = v_half_sum(v);
+    __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+    q = _mm_add_ps(q, _mm_movehl_ps(q, q));
+    q = _mm_add_ss(q, _mm_shuffle_ps(q, q, 1));
+    return _mm_cvtss_f32(q);
+}
+
+// byte j of the result is 16 where bit j of `bits` is set, else 0 (j = 0..15)
+static inline __m128i fifth_bits(uint32_t bits) {
+    __m128i v = _mm_shuffle_epi8(_mm_set1_epi16((short)bits), _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1));
+    const __m128i bit = _mm_setr_epi8(1, 2, 4, 8, 16, 32, 64, -128, 1, 2, 4, 8, 16, 32, 64, -128);
+    return _mm_and_si128(_mm_cmpeq_epi8(_mm_and_si128(v, bit), bit), _mm_set1_epi8(16));
+}
+
+// the 32 codes of one group: codes 0..15 in `low`, 16..31 in `high` (ggml's order for nibbles)
+template <int LAYOUT>
+static inline void decode(const uint8_t* p, __m128i* low, __m128i* high) {
+    if (LAYOUT == BYTES) {
+        *low = _mm_loadu_si128((const __m128i*)p);
+        *high = _mm_loadu_si128((const __m128i*)(p + 16));
+        return;
+    }
+    const __m128i nibbles = _mm_loadu_si128((const __m128i*)p), mask = _mm_set1_epi8(15);
+    *low = _mm_and_si128(nibbles, mask);
+    *high = _mm_and_si128(_mm_srli_epi16(nibbles, 4), mask);
+    if (LAYOUT == NIBBLES_HIGH_BIT) {
+        uint32_t bits;
+        memcpy(&bits, p + 16, 4);
+        *low = _mm_or_si128(*low, fifth_bits(bits & 0xFFFF));
+        *high = _mm_or_si128(*high, fifth_bits(bits >> 16));
+    }
+}
+
+static inline float as_float(const void* table, int half, int64_t i) {
+    if (!half) return ((const float*)table)[i];
+    return _cvtsh_ss(((const uint16_t*)table)[i]);
+}
+
+struct Weight {
+    const uint8_t* codes;  // rows * groups * group_bytes(layout)
+    const void* scale;     // rows * groups, float32 or float16
+    const void* offset;    // rows * groups like scale, or null: offset = -zero * scale
+    float zero;
+    int half;  // scale and offset are float16
+    int64_t rows, groups;
+};
+
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__) || defined(__AVXVNNI__)
+// ---- integer path: activations quantized to int8 per group of 32 (as llama.cpp's Q8 activations), codes
+// multiplied as unsigned bytes against them with VNNI's dot product of four bytes (vpdpbusd), one float
+// multiply-add per group. Each row of the pass is quantized on its own: rows stay independent.
+#define WOQ_INT8 1
+
+static inline __m256i dot_bytes(__m256i u8, __m256i s8) {
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u8, s8);
+#else
+    return _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), u8, s8);
+#endif
+}
+
+static inline float sum8(__m256 v) {  // one fixed order of additions
+    __m128 q = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    q = _mm_add_ps(q, _mm_movehl_ps(q, q));
+    q = _mm_add_ss(q, _mm_shuffle_ps(q, q, 1));
+    return _mm_cvtss_f32(q);
+}
+
+static inline int32_t sum8i(__m256i v) {
+    __m128i q = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    q = _mm_add_epi32(q, _mm_unpackhi_epi64(q, q));
+    q = _mm_add_epi32(q, _mm_shuffle_epi32(q, 1));
+    return _mm_cvtsi128_si32(q);
+}
+
+// the 32 codes of one group as bytes, in the order of the group's activations
+template <int LAYOUT>
+static inline __m256i codes32(const uint8_t* p) {
+    if (LAYOUT == BYTES) return _mm256_loadu_si256((const __m256i*)p);
+    const __m128i nibbles = _mm_loadu_si128((const __m128i*)p), mask = _mm_set1_epi8(15);
+    __m256i c = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(nibbles, 4), mask), _mm_and_si128(nibbles, mask));
+    if (LAYOUT == NIBBLES_HIGH_BIT) {
+        uint32_t bits;
+        memcpy(&bits, p + 16, 4);
+        const __m256i pick = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+                                              2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+        const __m256i bit = _mm256_set1_epi64x(0x8040201008040201LL);
+        __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)bits), pick);
+        v = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit), _mm256_set1_epi8(16));
+        c = _mm256_or_si256(c, v);
+    }
+    return c;
+}
+
+// x (batch, cols) float32 -> q int8 codes, d (batch, groups) scales and xo = d * sum(q) per group
+static void quantize_rows(const float* x, int64_t batch, int64_t groups, int8_t* q, float* d, float* xo) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    for (int64_t i = 0; i < batch * groups; i++) {
+        const float* p = x + i * 32;
+        __m256 a[4], amax = _mm256_setzero_ps();
+        for (int j = 0; j < 4; j++) {
+            a[j] = _mm256_loadu_ps(p + 8 * j);
+            amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign, a[j]));
+        }
+        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        m4 = _mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1));
+        const float top = _mm_cvtss_f32(m4), scale = top / 127.0f, inv = top > 0.0f ? 127.0f / top : 0.0f;
+        __m256i n[4], total = _mm256_setzero_si256();
+        for (int j = 0; j < 4; j++) {
+            n[j] = _mm256_cvtps_epi32(_mm256_mul_ps(a[j], _mm256_set1_ps(inv)));  // round to nearest even
+            total = _mm256_add_epi32(total, n[j]);
+        }
+        const __m256i packed = _mm256_packs_epi16(_mm256_packs_epi32(n[0], n[1]), _mm256_packs_epi32(n[2], n[3]));
+        _mm256_storeu_si256((__m256i*)(q + i * 32),
+                            _mm256_permutevar8x32_epi32(packed, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+        d[i] = scale;
+        xo[i] = scale * (float)sum8i(total);
+    }
+}
+
+// one weight row's scales and offsets as float32
+static void row_scales(const Weight& w, int64_t n, float* s, float* o) {
+    const int64_t G = w.groups, at = n * G;
+    if (w.half) {
+        const uint16_t* hs = (const uint16_t*)w.scale + at;
+        int64_t g = 0;
+        for (; g + 8 <= G; g += 8) _mm256_storeu_ps(s + g, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(hs + g))));
+        for (; g < G; g++) s[g] = _cvtsh_ss(hs[g]);
+    } else {
+        memcpy(s, (const float*)w.scale + at, G * sizeof(float));
+    }
+    if (!w.offset) {
+        for (int64_t g = 0; g < G; g++) o[g] = -w.zero * s[g];
+    } else if (w.half) {
+        const uint16_t* ho = (const uint16_t*)w.offset + at;
+        int64_t g = 0;
+        for (; g + 8 <= G; g += 8) _mm256_storeu_ps(o + g, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(ho + g))));
+        for (; g < G; g++) o[g] = _cvtsh_ss(ho[g]);
+    } else {
+        memcpy(o, (const float*)w.offset + at, G * sizeof(float));
+    }
+}
+
+struct Pass {
+    const int8_t* q;
+    const float* d;
+    const float* xo;
+    int64_t batch;
+};
+
+// rows m0 .. m0 + MT - 1 of the pass against weight rows n0 .. n0 + NT - 1
+template <int LAYOUT, int NT, int MT>
+static void block(const Weight& w, int64_t n0, const Pass& x, int64_t m0, const float* bias, float* out,
+                  float* table) {
+    const int64_t G = w.groups, cols = G * 32, stride = G * group_bytes(LAYOUT);
+    // per weight row and pass row: each group's scale times the activations' scale, and the offsets' part
+    float offsets[NT][MT];
+    float* s = table + NT * MT * G;  // one weight row's scales, then its offsets, as float32
+    float* o = s + G;
+    for (int t = 0; t < NT; t++) {
+        row_scales(w, n0 + t, s, o);
+        for (int m = 0; m < MT; m++) {
+            const float *d = x.d + (m0 + m) * G, *xo = x.xo + (m0 + m) * G;
+            float* st = table + (t * MT + m) * G;
+            __m256 off8 = _mm256_setzero_ps();
+            int64_t g = 0;
+            for (; g + 8 <= G; g += 8) {
+                _mm256_storeu_ps(st + g, _mm256_mul_ps(_mm256_loadu_ps(s + g), _mm256_loadu_ps(d + g)));
+                off8 = _mm256_fmadd_ps(_mm256_loadu_ps(o + g), _mm256_loadu_ps(xo + g), off8);
+            }
+            float off = sum8(off8);
+            for (; g < G; g++) {
+                st[g] = s[g] * d[g];
+                off += o[g] * xo[g];
+            }
+            offsets[t][m] = off;
+        }
+    }
+    __m256 acc[NT][MT];
+    for (int t = 0; t < NT; t++)
+        for (int m = 0; m < MT; m++) acc[t][m] = _mm256_setzero_ps();
+    // the next block's codes follow this block's: fetch them while this one computes (rows of a few hundred
+    // bytes are too short for the hardware's stream prefetchers to ramp up)
+    const char* next = (const char*)(w.codes + (n0 + NT) * stride);
+    const char* end = (const char*)(w.codes + w.rows * stride);
+    for (int64_t g = 0; g < G; g++) {
+        const char* ahead = next + g * NT * group_bytes(LAYOUT);
+        if (ahead + 64 < end) {
+            _mm_prefetch(ahead, _MM_HINT_T0);
+            _mm_prefetch(ahead + 64, _MM_HINT_T0);
+        }
+        __m256i q[MT];
+        for (int m = 0; m < MT; m++) q[m] = _mm256_loadu_si256((const __m256i*)(x.q + (m0 + m) * cols + g * 32));
+        for (int t = 0; t < NT; t++) {
+            const __m256i c = codes32<LAYOUT>(w.codes + (n0 + t) * stride + g * group_bytes(LAYOUT));
+            for (int m = 0; m < MT; m++) {
+                const __m256 dot = _mm256_cvtepi32_ps(dot_bytes(c, q[m]));
+                acc[t][m] = _mm256_fmadd_ps(dot, _mm256_broadcast_ss(table + (t * MT + m) * G + g), acc[t][m]);
+            }
+        }
+    }
+    for (int t = 0; t < NT; t++)
+        for (int m = 0; m < MT; m++)
+            out[(m0 + m) * w.rows + n0 + t] = sum8(acc[t][m]) + offsets[t][m] + (bias ? bias[n0 + t] : 0.0f);
+}
+
+static const int TILE8 = 4, ROWS8 = 4;  // a block of TILE8 rows of the pass by ROWS8 weight rows
+
+template <int LAYOUT, int NT>
+static void rows_of_pass(const Weight& w, int64_t n0, const Pass& x, const float* bias, float* out, float* table) {
+    int64_t m0 = 0;
+    for (; m0 + TILE8 <= x.batch; m0 += TILE8) block<LAYOUT, NT, TILE8>(w, n0, x, m0, bias, out, table);
+    switch (x.batch - m0) {  // the rest, fewer than TILE8 rows: the same arithmetic per row
+        case 7: block<LAYOUT, NT, (7 < TILE8 ? 7 : 1)>(w, n0, x, m0, bias, out, table); break;
+        case 6: block<LAYOUT, NT, (6 < TILE8 ? 6 : 1)>(w, n0, x, m0, bias, out, table); break;
+        case 5: block<LAYOUT, NT, (5 < TILE8 ? 5 : 1)>(w, n0, x, m0, bias, out, table); break;
+        case 4: block<LAYOUT, NT, (4 < TILE8 ? 4 : 1)>(w, n0, x, m0, bias, out, table); break;
+        case 3: block<LAYOUT, NT, 3>(w, n0, x, m0, bias, out, table); break;
+        case 2: block<LAYOUT, NT, 2>(w, n0, x, m0, bias, out, table); break;
+        case 1: block<LAYOUT, NT, 1>(w, n0, x, m0, bias, out, table); break;
+        default: break;
+    }
+}
+
+template <int LAYOUT>
+static void all_rows(const Weight& w, const float* x, int64_t batch, const float* bias, float* out, int threads) {
+    const int64_t G = w.groups, blocks = w.rows / ROWS8;
+    int8_t* q = new int8_t[batch * G * 32];
+    float* d = new float[batch * G * 2];
+    const Pass pass = {q, d, d + batch * G, batch};
+    quantize_rows(x, batch, G, q, d, d + batch * G);
+#pragma omp parallel num_threads(threads)
+    {
+        float* table = new float[(ROWS8 * TILE8 + 2) * G];
+#pragma omp for schedule(static)
+        for (int64_t b = 0; b < blocks; b++) rows_of_pass<LAYOUT, ROWS8>(w, b * ROWS8, pass, bias, out, table);
+#pragma omp single
+        for (int64_t n = blocks * ROWS8; n < w.rows; n++) rows_of_pass<LAYOUT, 1>(w, n, pass, bias, out, table);
+        delete[] table;
+    }
+    delete[] q;
+    delete[] d;
+}
+
+#else
+// ---- float path (no VNNI): codes dequantized to float32 in registers, float32 activations
+#define WOQ_INT8 0
+// rows m0 .. m0 + MT - 1 of the pass against weight rows n0 .. n0 + NT - 1: each group of the pass's rows is
+// loaded once for NT weight rows, each weight group decoded once for MT rows of the pass
+template <int LAYOUT, int NT, int MT>
+static void block(const Weight& w, int64_t n0, const float* x, int64_t m0, const float* bias, float* out) {
+    const int64_t cols = w.groups * 32, stride = w.groups * group_bytes(LAYOUT);
+    V acc[NT][MT];
+    for (int t = 0; t < NT; t++)
+        for (int m = 0; m < MT; m++) acc[t][m] = v_zero();
+    for (int64_t g = 0; g < w.groups; g++) {
+        V x0[MT], x1[MT];
+        for (int m = 0; m < MT; m++) {
+            x0[m] = v_load(x + (m0 + m) * cols + g * 32);
+            x1[m] = v_load(x + (m0 + m) * cols + g * 32 + 16);
+        }
+        for (int t = 0; t < NT; t++) {
+            const int64_t at = (n0 + t) * w.groups + g;
+            const float s = as_float(w.scale, w.half, at);
+            const float o = w.offset ? as_float(w.offset, w.half, at) : -w.zero * s;
+            __m128i low, high;
+            decode<LAYOUT>(w.codes + (n0 + t) * stride + g * group_bytes(LAYOUT), &low, &high);
+            const V w0 = v_fma(v_from_bytes(low), v_set(s), v_set(o));
+            const V w1 = v_fma(v_from_bytes(high), v_set(s), v_set(o));
+            for (int m = 0; m < MT; m++) {
+                acc[t][m] = v_fma(w0, x0[m], acc[t][m]);
+                acc[t][m] = v_fma(w1, x1[m], acc[t][m]);
+            }
+        }
+    }
+    for (int t = 0; t < NT; t++)
+        for (int m = 0; m < MT; m++)
+            out[(m0 + m) * w.rows + n0 + t] = v_sum(acc[t][m]) + (bias ? bias[n0 + t] : 0.0f);
+}
+
+// all rows of the pass against weight rows n0 .. n0 + NT - 1, in tiles of at most TILE rows
+template <int LAYOUT, int NT>
+static void rows_of_pass(const Weight& w, int64_t n0, const float* x, int64_t batch, const float* bias, float* out) {
+    int64_t m0 = 0;
+    for (; m0 + TILE <= batch; m0 += TILE) block<LAYOUT, NT, TILE>(w, n0, x, m0, bias, out);
+    switch (batch - m0) {  // the rest, fewer than TILE rows: the same arithmetic per row
+        case 3: block<LAYOUT, NT, (3 < TILE ? 3 : 1)>(w, n0, x, m0, bias, out); break;
+        case 2: block<LAYOUT, NT, (2 < TILE ? 2 : 1)>(w, n0, x, m0, bias, out); break;
+        case 1: block<LAYOUT, NT, 1>(w, n0, x, m0, bias, out); break;
+        default: break;
+    }
+}
+
+template <int LAYOUT>
+static void all_rows(const Weight& w, const float* x, int64_t batch, const float* bias, float* out, int threads) {
+    const int64_t blocks = w.rows / ROWS;
+#pragma omp parallel for schedule(static) num_threads(threads)
+    for (int64_t b = 0; b < blocks; b++) rows_of_pass<LAYOUT, ROWS>(w, b * ROWS, x, batch, bias, out);
+    for (int64_t n = blocks * ROWS; n < w.rows; n++) rows_of_pass<LAYOUT, 1>(w, n, x, batch, bias, out);
+}
+
+#endif
+
+extern "C" {
+
+// x: (batch, groups * 32) float32; out: (batch, rows) float32; bias: rows float32 or null. Returns 0, or -1 for
+// a layout it does not know.
+int woq_linear(const float* x, int64_t batch, const uint8_t* codes, int layout, const void* scale,
+               const void* offset, float zero, int half, int64_t rows, int64_t groups, const float* bias,
+               float* out, int threads) {
+    const Weight w = {codes, scale, offset, zero, half, rows, groups};
+    switch (layout) {
+        case NIBBLES: all_rows<NIBBLES>(w, x, batch, bias, out, threads); return 0;
+        case NIBBLES_HIGH_BIT: all_rows<NIBBLES_HIGH_BIT>(w, x, batch, bias, out, threads); return 0;
+        case BYTES: all_rows<BYTES>(w, x, batch, bias, out, threads); return 0;
+        default: return -1;
+    }
+}
+
+int woq_vector_width(void) { return (int)(sizeof(V) / sizeof(float)); }
+
+// 1: activations are quantized to int8 per group of 32 (the VNNI path); 0: float32 activations
+int woq_int8_activations(void) { return WOQ_INT8; }
+}

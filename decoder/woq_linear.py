@@ -1,0 +1,134 @@
+"""Linear layers on the GGUF's own codes through the native kernel (decoder/woq_kernel.cpp).
+
+A weight is kept as its integer codes in the narrowest layout that holds them (4-bit nibbles, nibbles plus a
+mask of fifth bits, or bytes: 0.5, 0.625 or 1 byte a weight) with one scale per 32 weights (float16 where that
+is exact, as for every GGUF format with a float16 block scale, else float32) and either one offset per 32
+weights or one zero code for the whole matrix (``offset = -zero * scale``: the symmetric formats). The kernel
+dequantizes every weight exactly (``code * scale + offset`` in float32) once per pass and multiplies float32
+activations: the layer computes the GGUF's own weights at float32 precision, with no rounding of scales or
+activations to bfloat16 (ATen's int4 kernel, decoder/packed_linear.py, rounds both).
+
+:func:`woq_state` and :func:`groups_from_state` convert between :class:`AffineGroups` and the stored tensors,
+so that one cached state serves both kernels.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+
+from lookahead_lsp.decoder.gguf_blocks import GROUP, AffineGroups
+
+if TYPE_CHECKING:
+    from lookahead_lsp.decoder.woq_native import WoqKernel
+
+LAYOUTS = {4: 4, 5: 5, 8: 8}  # code bits -> the kernel's layout: nibbles, nibbles + a fifth-bit mask, bytes
+
+
+def layout_for(bits: int) -> int:
+    """The kernel layout that holds ``bits``-bit codes (ValueError beyond 8)."""
+    for layout in sorted(LAYOUTS.values()):
+        if bits <= layout:
+            return layout
+    raise ValueError(f"{bits}-bit codes do not fit the native kernel's layouts")
+
+
+def pack_codes(codes: np.ndarray, bits: int) -> torch.Tensor:
+    """Codes (rows, cols) as the kernel's bytes, group by group: nibbles in ggml's order (byte j holds codes j
+    and j + 16), then for 5-bit codes a little-endian 32-bit mask of the groups' fifth bits."""
+    layout = layout_for(bits)
+    rows, cols = codes.shape
+    grouped = codes.reshape(rows, cols // GROUP, GROUP).astype(np.uint8)
+    if layout == 8:
+        return torch.from_numpy(np.ascontiguousarray(grouped).reshape(rows, -1))
+    nibbles = (grouped[..., :16] & 0x0F) | ((grouped[..., 16:] & 0x0F) << 4)
+    if layout == 4:
+        return torch.from_numpy(np.ascontiguousarray(nibbles).reshape(rows, -1))
+    fifth = ((grouped >> 4) & 1).astype(np.uint32) << np.arange(GROUP, dtype=np.uint32)
+    mask = fifth.sum(axis=-1, dtype=np.uint32).astype("<u4").view(np.uint8).reshape(rows, cols // GROUP, 4)
+    return torch.from_numpy(np.ascontiguousarray(np.concatenate([nibbles, mask], axis=-1)).reshape(rows, -1))
+
+
+def unpack_codes(packed: torch.Tensor, layout: int, cols: int) -> np.ndarray:
+    """The inverse of :func:`pack_codes`: codes (rows, cols) as uint8."""
+    data = packed.numpy()
+    rows, groups = data.shape[0], cols // GROUP
+    if layout == 8:
+        return data.reshape(rows, cols).copy()
+    blocks = data.reshape(rows, groups, -1)
+    nibbles = blocks[..., :16]
+    codes = np.concatenate([nibbles & 0x0F, nibbles >> 4], axis=-1)
+    if layout == 5:
+        mask = np.ascontiguousarray(blocks[..., 16:20]).view("<u4")[..., 0]
+        codes = codes | ((((mask[..., None] >> np.arange(GROUP, dtype=np.uint32)) & 1) << 4).astype(np.uint8))
+    return codes.reshape(rows, cols)
+
+
+def _narrowest(values: np.ndarray) -> torch.Tensor:
+    """float16 where every value survives the round trip exactly, else float32."""
+    half = values.astype(np.float16)
+    exact = np.array_equal(half.astype(np.float32), values) and bool(np.isfinite(half).all())
+    return torch.from_numpy(half if exact else values.astype(np.float32))
+
+
+def woq_state(groups: AffineGroups) -> dict[str, torch.Tensor]:
+    """The stored tensors of one weight: ``codes``, ``scale``, ``layout`` and ``cols`` (int64 scalars), and
+    either ``offset`` or ``zero`` (a float32 scalar: every offset is ``-zero * scale``, computed so in float32)."""
+    scale = groups.scale.astype(np.float32)
+    state = {
+        "codes": pack_codes(groups.codes, groups.bits),
+        "layout": torch.tensor(layout_for(groups.bits)),
+        "cols": torch.tensor(groups.shape[1]),
+    }
+    ratios = np.unique(-groups.offset[scale != 0] / scale[scale != 0])
+    zero = np.float32(ratios[0]) if ratios.size == 1 else None
+    if zero is not None and np.array_equal(-zero * scale, groups.offset.astype(np.float32)):
+        state["zero"] = torch.tensor(float(zero))
+        state["scale"] = _narrowest(scale)
+        return state
+    both = _narrowest(np.stack([scale, groups.offset.astype(np.float32)]))
+    state["scale"], state["offset"] = both[0].contiguous(), both[1].contiguous()
+    return state
+
+
+def groups_from_state(state: dict[str, torch.Tensor]) -> AffineGroups:
+    """The :class:`AffineGroups` a :func:`woq_state` holds (for ATen's int4 planes where the kernel is missing)."""
+    layout, cols = int(state["layout"]), int(state["cols"])
+    scale = state["scale"].float().numpy()
+    offset = state["offset"].float().numpy() if "offset" in state else -np.float32(state["zero"]) * scale
+    codes = unpack_codes(state["codes"], layout, cols)
+    bits = 8 if layout == 8 else 5 if layout == 5 else 4
+    return AffineGroups(codes, scale, offset.astype(np.float32), bits)
+
+
+class WoqLinear(torch.nn.Module):
+    """``y = x W^T + b`` on the native kernel; float32 in and out, any leading shape."""
+
+    offset: torch.Tensor | None
+    bias: torch.Tensor | None
+
+    def __init__(self, kernel: WoqKernel, state: dict[str, torch.Tensor], bias: torch.Tensor | None) -> None:
+        super().__init__()
+        self.kernel = kernel
+        self.register_buffer("codes", state["codes"])
+        self.register_buffer("scale", state["scale"])
+        self.register_buffer("offset", state.get("offset"))
+        self.register_buffer("bias", None if bias is None else bias.float().contiguous())
+        self.layout = int(state["layout"])
+        self.zero = float(state["zero"]) if "zero" in state else 0.0
+        self.in_features, self.out_features = int(state["cols"]), int(state["scale"].shape[0])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        flat = x.reshape(-1, self.in_features).to(torch.float32)
+        out = self.kernel.linear(flat, self.codes, self.layout, self.scale, self.offset, self.zero, self.bias)
+        return out.to(x.dtype).reshape(*x.shape[:-1], self.out_features)
+
+    @property
+    def nbytes(self) -> int:
+        tensors = [self.codes, self.scale, self.offset]
+        return sum(t.numel() * t.element_size() for t in tensors if t is not None)
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, layout={self.layout}"

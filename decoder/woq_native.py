@@ -1,0 +1,217 @@
+"""The native weight-only-quantized matrix product (decoder/woq_kernel.cpp): built once per machine, loaded with ctypes.
+
+The kernel is compiled on first use with the machine's C++ compiler for the machine's own instruction set
+(``-march=native``: AVX-512 where the CPU has it, else AVX2 and FMA) into the cache directory, keyed by the
+source, the compiler and the CPU's flags, so a cache shared between machines never hands one CPU another's
+build. It joins PyTorch's OpenMP runtime (the ``libgomp`` torch has loaded), so it uses torch's thread count
+without a second pool. No compiler, a failed build or a wrong answer on a probe: :func:`native_kernel` returns
+None and the caller keeps ATen's int4 kernel (decoder/packed_linear.py); the reason is logged once.
+
+``$LOOKAHEAD_LSP_NATIVE=0`` turns the native kernel off (for comparisons: ``lookahead-lsp bench-passes``).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import logging
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+from importlib import resources
+from pathlib import Path
+
+import torch
+
+from lookahead_lsp.decoder.embedded import cache_root
+from lookahead_lsp.decoder.woq_linear import LAYOUTS, pack_codes
+
+logger = logging.getLogger(__name__)
+
+SOURCE = "woq_kernel.cpp"
+FLAGS = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-std=c++17")
+OFF_ENV = "LOOKAHEAD_LSP_NATIVE"
+
+
+class WoqKernel:
+    """``woq_linear`` from the built library, with its argument types declared once."""
+
+    def __init__(self, library: Path) -> None:
+        self.library = library
+        lib = ctypes.CDLL(str(library))
+        fn = lib.woq_linear
+        fn.restype = ctypes.c_int
+        p, i64, i32 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int
+        fn.argtypes = [p, i64, p, i32, p, p, ctypes.c_float, i32, i64, i64, p, p, i32]
+        self._fn = fn
+        self.vector_width = int(lib.woq_vector_width())
+        self.int8_activations = bool(lib.woq_int8_activations())
+
+    def __deepcopy__(self, memo: dict[int, object]) -> WoqKernel:
+        return self  # a handle on a loaded library: copies of a model share it
+
+    def linear(
+        self,
+        x: torch.Tensor,
+        codes: torch.Tensor,
+        layout: int,
+        scale: torch.Tensor,
+        offset: torch.Tensor | None,
+        zero: float,
+        bias: torch.Tensor | None,
+    ) -> torch.Tensor:
+        """``x (batch, cols) float32 -> (batch, rows) float32`` for a weight of ``scale.shape = (rows, cols/32)``."""
+        rows, groups = int(scale.shape[0]), int(scale.shape[1])
+        x = x.contiguous()
+        if x.dtype != torch.float32 or x.shape[-1] != groups * 32:
+            raise ValueError(f"woq_linear needs float32 rows of {groups * 32}, got {x.dtype} {tuple(x.shape)}")
+        out = torch.empty(x.shape[0], rows, dtype=torch.float32)
+        status = self._fn(
+            x.data_ptr(),
+            x.shape[0],
+            codes.data_ptr(),
+            layout,
+            scale.data_ptr(),
+            None if offset is None else offset.data_ptr(),
+            zero,
+            int(scale.dtype == torch.float16),
+            rows,
+            groups,
+            None if bias is None else bias.data_ptr(),
+            out.data_ptr(),
+            torch.get_num_threads(),
+        )
+        if status != 0:
+            raise ValueError(f"woq_linear does not know layout {layout}")
+        return out
+
+
+def compiler() -> str | None:
+    """The C++ compiler: ``$CXX``, else ``g++``, ``c++`` or ``clang++`` on the PATH."""
+    named = os.environ.get("CXX")
+    if named:
+        return shutil.which(named) or named
+    for candidate in ("g++", "c++", "clang++"):
+        found = shutil.which(candidate)
+        if found:
+            return found
+    return None
+
+
+def cpu_flags() -> str:
+    """The CPU's feature flags (Linux), else the processor's name: part of the build's key."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith(("flags", "Features")):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _compiler_version(cxx: str) -> str:
+    try:
+        done = subprocess.run([cxx, "--version"], capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return done.stdout
+
+
+def build(root: Path, cxx: str) -> Path:
+    """The kernel library for this machine under ``root``, compiled now unless already there (written to a
+    temporary name and renamed: never half a library). RuntimeError with the compiler's message on failure."""
+    source = resources.files("lookahead_lsp.decoder").joinpath(SOURCE).read_bytes()
+    key = hashlib.sha256(
+        b"\0".join([source, " ".join(FLAGS).encode(), _compiler_version(cxx).encode(), cpu_flags().encode()])
+    ).hexdigest()[:20]
+    target = root / "native-v1" / f"woq-{key}.so"
+    if target.is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".build-", dir=target.parent) as scratch:
+        src = Path(scratch) / SOURCE
+        src.write_bytes(source)
+        partial = Path(scratch) / target.name
+        try:
+            done = subprocess.run(
+                [cxx, *FLAGS, "-o", str(partial), str(src)], capture_output=True, text=True, timeout=300, check=False
+            )
+        except (OSError, subprocess.SubprocessError) as exc:
+            raise RuntimeError(f"{cxx}: {exc}") from exc
+        if done.returncode != 0:
+            raise RuntimeError(f"{cxx} failed: {done.stderr.strip()[-600:]}")
+        os.replace(partial, target)
+    return target
+
+
+def quantize_activations(x: torch.Tensor) -> torch.Tensor:
+    """What the kernel's integer path multiplies: each group of 32 of a float32 row rounded to int8 steps of
+    ``max|x| / 127`` (half to even), returned dequantized (float64)."""
+    groups = x.float().reshape(x.shape[0], -1, 32)
+    top = groups.abs().amax(dim=-1, keepdim=True)
+    inv = torch.where(top > 0, torch.tensor(127.0) / top, torch.zeros_like(top))
+    return (torch.round(groups * inv).double() * (top / 127.0).double()).reshape(x.shape)
+
+
+def reference_linear(
+    kernel: WoqKernel, x: torch.Tensor, codes: torch.Tensor, scale: torch.Tensor, offset: torch.Tensor
+) -> torch.Tensor:
+    """The kernel's product in float64: ``codes`` (rows, cols) unpacked, ``x`` as the kernel sees it."""
+    rows, cols = codes.shape
+    grouped = codes.double().reshape(rows, -1, 32) * scale.double()[..., None] + offset.double()[..., None]
+    seen = quantize_activations(x) if kernel.int8_activations else x.double()
+    return seen @ grouped.reshape(rows, cols).t()
+
+
+def probe(kernel: WoqKernel) -> bool:
+    """Whether the kernel agrees with :func:`reference_linear` on a small weight of every layout."""
+    generator = torch.Generator().manual_seed(0)
+    for bits, layout in LAYOUTS.items():
+        codes = torch.randint(0, 2**bits, (12, 64), generator=generator, dtype=torch.uint8)
+        scale = torch.rand(12, 2, generator=generator) + 0.5
+        offset = -torch.rand(12, 2, generator=generator)
+        x = torch.randn(3, 64, generator=generator)
+        got = kernel.linear(x, pack_codes(codes.numpy(), bits), layout, scale, offset, 0.0, None)
+        if not torch.allclose(got.double(), reference_linear(kernel, x, codes, scale, offset), rtol=1e-4, atol=1e-4):
+            return False
+    return True
+
+
+def load_kernel(root: Path, cxx: str | None) -> WoqKernel | None:
+    """The kernel built with ``cxx`` under ``root`` and probed; None where it cannot be had (reason logged)."""
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        logger.info("native kernel: x86-64 only; ATen's int4 kernel instead")
+        return None
+    if cxx is None:
+        logger.warning("no C++ compiler: decoding on ATen's int4 kernel (slower); install g++ for the native one")
+        return None
+    try:
+        kernel = WoqKernel(build(root, cxx))
+    except (RuntimeError, OSError) as exc:
+        logger.warning("native kernel unavailable (%s): decoding on ATen's int4 kernel", exc)
+        return None
+    if not probe(kernel):
+        logger.warning("native kernel disagrees with its reference on a probe: not used")
+        return None
+    activations = "int8 per 32" if kernel.int8_activations else "float32"
+    logger.info(
+        "native kernel %s (%d float lanes, %s activations)", kernel.library.name, kernel.vector_width, activations
+    )
+    return kernel
+
+
+def native_enabled() -> bool:
+    """False where ``$LOOKAHEAD_LSP_NATIVE`` turns the native kernel off (0, false, no, off)."""
+    return os.environ.get(OFF_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+@functools.cache
+def native_kernel() -> WoqKernel | None:
+    """The native kernel for this machine, built on first use (once a process); None where it cannot be had."""
+    if not native_enabled():
+        logger.info("native kernel off (%s)", OFF_ENV)
+        return None
+    return load_kernel(cache_root(), compiler())

@@ -1,0 +1,143 @@
+"""The native weight-only-quantized kernel: its stored layouts, its products against a float64 reference, each row of
+a pass computed on its own (what lossless lookahead needs), the build cache and the fallbacks."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from lookahead_lsp.decoder.gguf_blocks import AffineGroups
+from lookahead_lsp.decoder.woq_linear import (
+    LAYOUTS,
+    WoqLinear,
+    groups_from_state,
+    layout_for,
+    pack_codes,
+    unpack_codes,
+    woq_state,
+)
+from lookahead_lsp.decoder.woq_native import (
+    WoqKernel,
+    build,
+    compiler,
+    load_kernel,
+    native_kernel,
+    reference_linear,
+)
+
+
+@pytest.fixture(scope="module")
+def kernel() -> WoqKernel:
+    found = native_kernel()
+    assert found is not None, "the native kernel should build on the machines this project is tested on"
+    return found
+
+
+def random_groups(rows: int, cols: int, bits: int, seed: int, symmetric: bool) -> AffineGroups:
+    rng = np.random.default_rng(seed)
+    codes = rng.integers(0, 2**bits, (rows, cols), dtype=np.uint8)
+    scale = rng.uniform(0.001, 0.05, (rows, cols // 32)).astype(np.float16).astype(np.float32)
+    if symmetric:
+        offset = (-(2 ** (bits - 1)) * scale).astype(np.float32)
+    else:
+        offset = -rng.uniform(0.0, 0.3, (rows, cols // 32)).astype(np.float32)  # not float16: float32 stored
+    return AffineGroups(codes, scale, offset, bits)
+
+
+@pytest.mark.parametrize("bits", [4, 5, 6, 8])
+def test_codes_pack_and_unpack_exactly(bits: int) -> None:
+    codes = np.random.default_rng(bits).integers(0, 2**bits, (7, 96), dtype=np.uint8)
+    layout = layout_for(bits)
+    packed = pack_codes(codes, bits)
+    assert packed.shape == (7, 3 * {4: 16, 5: 20, 8: 32}[layout])  # bytes per group of 32: 0.5, 0.625, 1 a weight
+    np.testing.assert_array_equal(unpack_codes(packed, layout, 96), codes)
+
+
+def test_nine_bit_codes_have_no_layout() -> None:
+    with pytest.raises(ValueError):
+        layout_for(9)
+
+
+@pytest.mark.parametrize(("bits", "symmetric"), [(4, False), (5, True), (8, True), (8, False)])
+def test_the_stored_state_holds_the_groups_exactly(bits: int, symmetric: bool) -> None:
+    groups = random_groups(16, 64, bits, seed=bits, symmetric=symmetric)
+    state = woq_state(groups)
+    assert ("zero" in state) == symmetric and ("offset" in state) != symmetric
+    assert state["scale"].dtype == (torch.float16 if symmetric else torch.float32)  # float16 only where exact
+    back = groups_from_state(state)
+    np.testing.assert_array_equal(back.codes, groups.codes)
+    np.testing.assert_array_equal(back.dequantize(), groups.dequantize())
+
+
+@pytest.mark.parametrize(("bits", "symmetric"), [(4, False), (5, True), (8, True), (5, False)])
+@pytest.mark.parametrize("shape", [(13, 96), (64, 256)])
+def test_the_kernel_computes_its_reference_product(
+    kernel: WoqKernel, bits: int, symmetric: bool, shape: tuple[int, int]
+) -> None:
+    rows, cols = shape  # 13 rows: not a whole number of the kernel's row blocks; 3 groups: not a vector of groups
+    groups = random_groups(rows, cols, bits, seed=rows + bits, symmetric=symmetric)
+    bias = torch.randn(rows, generator=torch.Generator().manual_seed(1))
+    layer = WoqLinear(kernel, woq_state(groups), bias)
+    x = torch.randn(2, 9, cols, generator=torch.Generator().manual_seed(2))
+    got = layer(x).double()
+    assert got.shape == (2, 9, rows)
+    codes, scale, offset = (torch.from_numpy(a) for a in (groups.codes, groups.scale, groups.offset))
+    want = reference_linear(kernel, x.reshape(-1, cols), codes, scale, offset).reshape(2, 9, rows) + bias.double()
+    assert (got - want).abs().max() <= 1e-5 * want.abs().max()
+    # against the float weights themselves: only the activations' rounding (int8 per 32 on the VNNI path)
+    exact = x.double() @ torch.from_numpy(groups.dequantize()).double().t() + bias.double()
+    assert (got - exact).abs().max() <= 0.02 * exact.abs().max()
+
+
+@pytest.mark.parametrize("bits", [4, 5, 8])
+def test_each_row_of_a_pass_is_computed_as_if_alone(kernel: WoqKernel, bits: int) -> None:
+    groups = random_groups(40, 160, bits, seed=bits, symmetric=bits != 4)
+    layer = WoqLinear(kernel, woq_state(groups), None)
+    x = torch.randn(17, 160, generator=torch.Generator().manual_seed(bits))
+    alone = torch.cat([layer(x[i : i + 1]) for i in range(17)])
+    for width in (2, 3, 4, 5, 8, 9, 17):  # every tile of the kernel and its remainders
+        assert torch.equal(layer(x[:width]), alone[:width])
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        assert torch.equal(layer(x), alone)  # and whichever thread computes it
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_a_zero_row_of_activations_gives_the_bias(kernel: WoqKernel) -> None:
+    groups = random_groups(8, 64, 8, seed=0, symmetric=True)
+    bias = torch.arange(8, dtype=torch.float32)
+    out = WoqLinear(kernel, woq_state(groups), bias)(torch.zeros(1, 64))
+    assert torch.equal(out[0], bias)
+
+
+def test_the_kernel_refuses_activations_of_the_wrong_width(kernel: WoqKernel) -> None:
+    layer = WoqLinear(kernel, woq_state(random_groups(8, 64, 8, seed=0, symmetric=True)), None)
+    with pytest.raises(ValueError, match="float32 rows of 64"):
+        kernel.linear(torch.zeros(1, 32), layer.codes, layer.layout, layer.scale, None, layer.zero, None)
+
+
+def test_the_build_is_cached_per_machine(tmp_path: Path) -> None:
+    cxx = compiler()
+    assert cxx is not None
+    first = build(tmp_path, cxx)
+    stamp = first.stat().st_mtime_ns
+    assert build(tmp_path, cxx) == first and first.stat().st_mtime_ns == stamp  # not compiled again
+    assert [p.name for p in first.parent.iterdir()] == [first.name]  # no scratch left behind
+
+
+def test_a_failing_compiler_leaves_the_aten_kernel(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="lookahead_lsp.decoder.woq_native"):
+        assert load_kernel(tmp_path, "/bin/false") is None
+        assert load_kernel(tmp_path, None) is None
+    assert "native kernel unavailable" in caplog.text and "no C++ compiler" in caplog.text
+    assert not list((tmp_path / "native-v1").glob("*.so"))
+
+
+def test_the_layouts_cover_every_code_width_the_gguf_readers_produce() -> None:
+    assert sorted(LAYOUTS) == [4, 5, 8] and all(layout_for(bits) >= bits for bits in range(1, 9))
