@@ -281,12 +281,14 @@ def load_model(
     attn_implementation: str = ATTN_IMPLEMENTATION,
     prefill_dtype: str = "auto",
     weights: str = "auto",
+    native: bool = True,
 ) -> LoadedModel:
     """Load ``spec`` onto ``device`` in ``dtype``, in eval mode. :class:`ModelLoadError` on any failure.
 
     With GGUF weights (:func:`use_gguf_weights`) the linear layers run on the GGUF's own blocks and prefill
     uses them too. Otherwise, with a ``prefill_dtype`` other than the model's (:func:`resolve_prefill_dtype`),
-    a second copy of the weights in that precision prefills prompts (:func:`decoder.forward.use_prefill_model`)."""
+    a second copy of the weights in that precision prefills prompts (:func:`decoder.forward.use_prefill_model`).
+    ``native=False`` keeps GGUF weights on ATen's int4 kernel even where the native one builds (comparisons)."""
     started = time.perf_counter()
     resolved_device = resolve_device(device)
     resolved_dtype = resolve_dtype(dtype, resolved_device)
@@ -313,7 +315,7 @@ def load_model(
         if packed:
             report = progress or (lambda message, _fraction: logger.info("%s", message))
             state = cached_packed_state(cache_root(), Path(where).name, _gguf_producer(spec), report)
-            model, fast = _load_packed(where, state, fast_dtype, attn_implementation)
+            model, fast = _load_packed(where, state, fast_dtype, attn_implementation, native)
         else:
             model = load_weights(resolved_dtype)
             fast = load_weights(fast_dtype) if fast_dtype is not None else None
@@ -323,7 +325,7 @@ def load_model(
 
     use_prefill_model(model, fast)
     seconds = time.perf_counter() - started
-    form = ("gguf-native" if native_kernel() is not None else "gguf-int4") if packed else "dense"
+    form = ("gguf-native" if native and native_kernel() is not None else "gguf-int4") if packed else "dense"
     logger.info(
         "loaded %s (%s) on %s as %s, %s weights (prefill: %s) in %.1f s",
         spec,
@@ -349,7 +351,7 @@ def load_model(
 
 
 def _load_packed(
-    where: str, state: dict[str, torch.Tensor], fast_dtype: torch.dtype | None, attn_implementation: str
+    where: str, state: dict[str, torch.Tensor], fast_dtype: torch.dtype | None, attn_implementation: str, native: bool
 ) -> tuple[Any, Any]:
     """The CPU model on its packed GGUF weights, built without a float copy of its matrices, and its prefill twin
     (None without a ``fast_dtype``), whose dense layer weights come straight from the converted checkpoint."""
@@ -357,7 +359,7 @@ def _load_packed(
     from transformers import AutoConfig
 
     config = AutoConfig.from_pretrained(where, local_files_only=True)
-    model, counts = packed_skeleton(config, state, attn_implementation)
+    model, counts = packed_skeleton(config, state, attn_implementation, native=native)
     with safe_open(str(Path(where) / "model.safetensors"), framework="pt") as checkpoint:
         fill_from_checkpoint(model, checkpoint)
         prepare_for_inference(model, torch.device("cpu"), attn_implementation)  # the twin copies its settings

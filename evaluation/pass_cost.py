@@ -2,9 +2,10 @@
 
 ``lookahead-lsp bench-passes [--context 800] [--repeats 9] [--only daemon,dense,transformers]`` prints, for
 passes of 1 to 16 tokens after a context of ``--context`` tokens (masked, as lookahead steps are), the best and
-median milliseconds of the daemon's model (on a CPU: the GGUF's blocks as int4 planes,
-:mod:`decoder.packed_model`), of the daemon's dense float32 model (oneDNN linear kernels, packed-GQA attention:
-:func:`decoder.model.prepare_for_inference`) and of the same weights as transformers leaves them (row-major, its
+median milliseconds of the daemon's model (on a CPU: the GGUF's codes on the native kernel,
+:mod:`decoder.packed_model`), of the same on ATen's int4 kernel (``int4``), of the daemon's dense float32 model
+(oneDNN linear kernels, packed-GQA attention: :func:`decoder.model.prepare_for_inference`)
+and of the same weights as transformers leaves them (row-major, its
 "sdpa"), interleaved so that all see the same machine load; an 800-token prefill for each; and each one's costs
 relative to a one-token pass (the draft policy's tables in ``decoder/policy.py``). ``--only daemon`` times the
 daemon's model alone (the float32 copies of the 1.5B model would take 6 GB each).
@@ -22,7 +23,12 @@ from lookahead_lsp.decoder.kv import PrefixKV
 from lookahead_lsp.decoder.model import load_model
 
 SIZES = (1, 2, 3, 4, 6, 8, 12, 16)
-KINDS = {"daemon": "daemon", "dense": "daemon, dense float32", "transformers": "transformers"}
+KINDS = {
+    "daemon": "daemon",
+    "int4": "daemon on ATen's int4",
+    "dense": "daemon, dense float32",
+    "transformers": "transformers",
+}
 """The models compared (``--only``), by short name: their names in the table."""
 
 
@@ -53,6 +59,8 @@ def compare(model_spec: str, context_tokens: int, repeats: int, only: tuple[str,
         label = f" [{spec}]" if len(specs) > 1 else ""
         if "daemon" in only:  # GGUF weights where the model has them
             models[KINDS["daemon"] + label] = load_model(spec, device="cpu").model
+        if "int4" in only:  # the same GGUF weights on ATen's int4 kernel instead of the native one
+            models[KINDS["int4"] + label] = load_model(spec, device="cpu", native=False).model
         if "dense" in only:
             models[KINDS["dense"] + label] = load_model(spec, device="cpu", weights="dense").model
         if "transformers" in only:
