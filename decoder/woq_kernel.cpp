@@ -87,12 +87,32 @@ static inline float as_float(const void* table, int half, int64_t i) {
 
 struct Weight {
     const uint8_t* codes;  // rows * groups * group_bytes(layout)
-    const void* scale;     // rows * groups, float32 or float16
-    const void* offset;    // rows * groups like scale, or null: offset = -zero * scale
+    const void* scale;     // rows * groups, float32 or float16; with scale_sub: rows * supers float16
+    const void* offset;    // like scale, or null: offset = -zero * scale
     float zero;
     int half;  // scale and offset are float16
     int64_t rows, groups;
+    const uint8_t* scale_sub;   // null, or K-quant sub-block scales: scale = scale[n, g / 8] * scale_sub[n, g]
+    const uint8_t* offset_sub;  // likewise for the offsets (both or neither)
 };
+
+static const int SUB_PER_SUPER = 8;  // groups of 32 per K-quant super-block of 256
+
+static inline float scale_at(const Weight& w, int64_t n, int64_t g) {
+    if (w.scale_sub) {
+        const int64_t supers = w.groups / SUB_PER_SUPER;
+        return as_float(w.scale, 1, n * supers + g / SUB_PER_SUPER) * (float)w.scale_sub[n * w.groups + g];
+    }
+    return as_float(w.scale, w.half, n * w.groups + g);
+}
+
+static inline float offset_at(const Weight& w, int64_t n, int64_t g, float scale) {
+    if (w.offset_sub) {
+        const int64_t supers = w.groups / SUB_PER_SUPER;
+        return as_float(w.offset, 1, n * supers + g / SUB_PER_SUPER) * (float)w.offset_sub[n * w.groups + g];
+    }
+    return w.offset ? as_float(w.offset, w.half, n * w.groups + g) : -w.zero * scale;
+}
 
 #if defined(__AVX512VNNI__) && defined(__AVX512VL__) || defined(__AVXVNNI__)
 // ---- integer path: activations quantized to int8 per group of 32 (as llama.cpp's Q8 activations), codes
@@ -171,6 +191,13 @@ static void quantize_rows(const float* x, int64_t batch, int64_t groups, int8_t*
 // one weight row's scales and offsets as float32
 static void row_scales(const Weight& w, int64_t n, float* s, float* o) {
     const int64_t G = w.groups, at = n * G;
+    if (w.scale_sub) {
+        for (int64_t g = 0; g < G; g++) {
+            s[g] = scale_at(w, n, g);
+            o[g] = offset_at(w, n, g, s[g]);
+        }
+        return;
+    }
     if (w.half) {
         const uint16_t* hs = (const uint16_t*)w.scale + at;
         int64_t g = 0;
@@ -310,9 +337,8 @@ static void block(const Weight& w, int64_t n0, const float* x, int64_t m0, const
             x1[m] = v_load(x + (m0 + m) * cols + g * 32 + 16);
         }
         for (int t = 0; t < NT; t++) {
-            const int64_t at = (n0 + t) * w.groups + g;
-            const float s = as_float(w.scale, w.half, at);
-            const float o = w.offset ? as_float(w.offset, w.half, at) : -w.zero * s;
+            const float s = scale_at(w, n0 + t, g);
+            const float o = offset_at(w, n0 + t, g, s);
             __m128i low, high;
             decode<LAYOUT>(w.codes + (n0 + t) * stride + g * group_bytes(LAYOUT), &low, &high);
             const V w0 = v_fma(v_from_bytes(low), v_set(s), v_set(o));
@@ -353,12 +379,13 @@ static void all_rows(const Weight& w, const float* x, int64_t batch, const float
 
 extern "C" {
 
-// x: (batch, groups * 32) float32; out: (batch, rows) float32; bias: rows float32 or null. Returns 0, or -1 for
-// a layout it does not know.
+// x: (batch, groups * 32) float32; out: (batch, rows) float32; bias: rows float32 or null; scale_sub and
+// offset_sub: null, or a K-quant's sub-block integers (scale and offset then hold its float16 super-block values).
+// Returns 0, or -1 for a layout it does not know.
 int woq_linear(const float* x, int64_t batch, const uint8_t* codes, int layout, const void* scale,
                const void* offset, float zero, int half, int64_t rows, int64_t groups, const float* bias,
-               float* out, int threads) {
-    const Weight w = {codes, scale, offset, zero, half, rows, groups};
+               float* out, int threads, const uint8_t* scale_sub, const uint8_t* offset_sub) {
+    const Weight w = {codes, scale, offset, zero, half, rows, groups, scale_sub, offset_sub};
     switch (layout) {
         case NIBBLES: all_rows<NIBBLES>(w, x, batch, bias, out, threads); return 0;
         case NIBBLES_HIGH_BIT: all_rows<NIBBLES_HIGH_BIT>(w, x, batch, bias, out, threads); return 0;

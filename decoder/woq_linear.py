@@ -75,13 +75,21 @@ def _narrowest(values: np.ndarray) -> torch.Tensor:
 
 def woq_state(groups: AffineGroups) -> dict[str, torch.Tensor]:
     """The stored tensors of one weight: ``codes``, ``scale``, ``layout`` and ``cols`` (int64 scalars), and
-    either ``offset`` or ``zero`` (a float32 scalar: every offset is ``-zero * scale``, computed so in float32)."""
+    either ``offset`` or ``zero`` (a float32 scalar: every offset is ``-zero * scale``, computed so in float32);
+    for a K-quant, ``scale`` and ``offset`` per super-block (float16) with ``scale_sub`` and ``offset_sub``."""
     scale = groups.scale.astype(np.float32)
     state = {
         "codes": pack_codes(groups.codes, groups.bits),
         "layout": torch.tensor(layout_for(groups.bits)),
         "cols": torch.tensor(groups.shape[1]),
     }
+    if groups.levels is not None:
+        levels = groups.levels
+        state["scale"] = torch.from_numpy(levels.scale_super.astype(np.float16))
+        state["offset"] = torch.from_numpy(levels.offset_super.astype(np.float16))
+        state["scale_sub"] = torch.from_numpy(np.ascontiguousarray(levels.scale_sub, dtype=np.uint8))
+        state["offset_sub"] = torch.from_numpy(np.ascontiguousarray(levels.offset_sub, dtype=np.uint8))
+        return state
     ratios = np.unique(-groups.offset[scale != 0] / scale[scale != 0])
     zero = np.float32(ratios[0]) if ratios.size == 1 else None
     if zero is not None and np.array_equal(-zero * scale, groups.offset.astype(np.float32)):
@@ -98,6 +106,10 @@ def groups_from_state(state: dict[str, torch.Tensor]) -> AffineGroups:
     layout, cols = int(state["layout"]), int(state["cols"])
     scale = state["scale"].float().numpy()
     offset = state["offset"].float().numpy() if "offset" in state else -np.float32(state["zero"]) * scale
+    if "scale_sub" in state:  # a K-quant's two levels: the products are exact in float32
+        per = cols // GROUP // scale.shape[1]
+        scale = np.repeat(scale, per, axis=1) * state["scale_sub"].numpy().astype(np.float32)
+        offset = np.repeat(offset, per, axis=1) * state["offset_sub"].numpy().astype(np.float32)
     codes = unpack_codes(state["codes"], layout, cols)
     bits = 8 if layout == 8 else 5 if layout == 5 else 4
     return AffineGroups(codes, scale, offset.astype(np.float32), bits)
@@ -106,8 +118,12 @@ def groups_from_state(state: dict[str, torch.Tensor]) -> AffineGroups:
 class WoqLinear(torch.nn.Module):
     """``y = x W^T + b`` on the native kernel; float32 in and out, any leading shape."""
 
+    codes: torch.Tensor
+    scale: torch.Tensor
     offset: torch.Tensor | None
     bias: torch.Tensor | None
+    scale_sub: torch.Tensor | None
+    offset_sub: torch.Tensor | None
 
     def __init__(self, kernel: WoqKernel, state: dict[str, torch.Tensor], bias: torch.Tensor | None) -> None:
         super().__init__()
@@ -116,19 +132,22 @@ class WoqLinear(torch.nn.Module):
         self.register_buffer("scale", state["scale"])
         self.register_buffer("offset", state.get("offset"))
         self.register_buffer("bias", None if bias is None else bias.float().contiguous())
+        self.register_buffer("scale_sub", state.get("scale_sub"))
+        self.register_buffer("offset_sub", state.get("offset_sub"))
         self.layout = int(state["layout"])
         self.zero = float(state["zero"]) if "zero" in state else 0.0
         self.in_features, self.out_features = int(state["cols"]), int(state["scale"].shape[0])
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         flat = x.reshape(-1, self.in_features).to(torch.float32)
-        out = self.kernel.linear(flat, self.codes, self.layout, self.scale, self.offset, self.zero, self.bias)
+        subs = None if self.scale_sub is None or self.offset_sub is None else (self.scale_sub, self.offset_sub)
+        out = self.kernel.linear(flat, self.codes, self.layout, self.scale, self.offset, self.zero, self.bias, subs)
         return out.to(x.dtype).reshape(*x.shape[:-1], self.out_features)
 
     @property
     def nbytes(self) -> int:
-        tensors = [self.codes, self.scale, self.offset]
-        return sum(t.numel() * t.element_size() for t in tensors if t is not None)
+        tensors = [self.codes, self.scale, self.offset, self.scale_sub, self.offset_sub]
+        return sum(int(t.numel()) * t.element_size() for t in tensors if t is not None)
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, layout={self.layout}"

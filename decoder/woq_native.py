@@ -45,7 +45,7 @@ class WoqKernel:
         fn = lib.woq_linear
         fn.restype = ctypes.c_int
         p, i64, i32 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int
-        fn.argtypes = [p, i64, p, i32, p, p, ctypes.c_float, i32, i64, i64, p, p, i32]
+        fn.argtypes = [p, i64, p, i32, p, p, ctypes.c_float, i32, i64, i64, p, p, i32, p, p]
         self._fn = fn
         self.vector_width = int(lib.woq_vector_width())
         self.int8_activations = bool(lib.woq_int8_activations())
@@ -62,9 +62,12 @@ class WoqKernel:
         offset: torch.Tensor | None,
         zero: float,
         bias: torch.Tensor | None,
+        subs: tuple[torch.Tensor, torch.Tensor] | None = None,
     ) -> torch.Tensor:
-        """``x (batch, cols) float32 -> (batch, rows) float32`` for a weight of ``scale.shape = (rows, cols/32)``."""
-        rows, groups = int(scale.shape[0]), int(scale.shape[1])
+        """``x (batch, cols) float32 -> (batch, rows) float32``. ``scale`` (rows, cols / 32), or with ``subs``
+        (a K-quant's uint8 sub-block scales and offsets, (rows, cols / 32)) float16 per super-block of 256."""
+        rows = int(scale.shape[0])
+        groups = int(scale.shape[1]) if subs is None else int(subs[0].shape[1])
         x = x.contiguous()
         if x.dtype != torch.float32 or x.shape[-1] != groups * 32:
             raise ValueError(f"woq_linear needs float32 rows of {groups * 32}, got {x.dtype} {tuple(x.shape)}")
@@ -77,12 +80,14 @@ class WoqKernel:
             scale.data_ptr(),
             None if offset is None else offset.data_ptr(),
             zero,
-            int(scale.dtype == torch.float16),
+            int(scale.dtype == torch.float16 or subs is not None),
             rows,
             groups,
             None if bias is None else bias.data_ptr(),
             out.data_ptr(),
             torch.get_num_threads(),
+            None if subs is None else subs[0].data_ptr(),
+            None if subs is None else subs[1].data_ptr(),
         )
         if status != 0:
             raise ValueError(f"woq_linear does not know layout {layout}")
@@ -120,12 +125,15 @@ def _compiler_version(cxx: str) -> str:
     return done.stdout
 
 
-def build(root: Path, cxx: str) -> Path:
+def build(root: Path, cxx: str, extra_flags: tuple[str, ...] = ()) -> Path:
     """The kernel library for this machine under ``root``, compiled now unless already there (written to a
-    temporary name and renamed: never half a library). RuntimeError with the compiler's message on failure."""
+    temporary name and renamed: never half a library). RuntimeError with the compiler's message on failure.
+    ``extra_flags`` (tests): e.g. ``-mno-avx512vnni -mno-avxvnni`` builds the float path a CPU without VNNI gets."""
     source = resources.files("lookahead_lsp.decoder").joinpath(SOURCE).read_bytes()
     key = hashlib.sha256(
-        b"\0".join([source, " ".join(FLAGS).encode(), _compiler_version(cxx).encode(), cpu_flags().encode()])
+        b"\0".join(
+            [source, " ".join(FLAGS + extra_flags).encode(), _compiler_version(cxx).encode(), cpu_flags().encode()]
+        )
     ).hexdigest()[:20]
     target = root / "native-v1" / f"woq-{key}.so"
     if target.is_file():
@@ -137,7 +145,11 @@ def build(root: Path, cxx: str) -> Path:
         partial = Path(scratch) / target.name
         try:
             done = subprocess.run(
-                [cxx, *FLAGS, "-o", str(partial), str(src)], capture_output=True, text=True, timeout=300, check=False
+                [cxx, *FLAGS, *extra_flags, "-o", str(partial), str(src)],
+                capture_output=True,
+                text=True,
+                timeout=300,
+                check=False,
             )
         except (OSError, subprocess.SubprocessError) as exc:
             raise RuntimeError(f"{cxx}: {exc}") from exc

@@ -37,7 +37,7 @@ class Config:
     device: str = "auto"  # "auto", "cpu", "cuda", "cuda:1", "mps"
     dtype: str = "auto"  # "auto", "float32", "float16", "bfloat16"
     prefill_dtype: str = "auto"  # "auto" (bf16 for fp32 on a CPU with bf16 instructions), "same", or a dtype
-    weights: str = "auto"  # "auto" (a GGUF's own blocks as int4 planes on a CPU), "gguf", "dense"
+    weights: str = "auto"  # "auto" (a GGUF's own codes on a CPU: decoder/packed_model.py), "gguf", "dense"
     decoder: DecoderKind = "lookahead"
     window: int = 1  # lookahead W
     ngram: int = 8  # lookahead N

@@ -51,7 +51,7 @@ def add_workload_arguments(parser: argparse.ArgumentParser, workloads: str, max_
         "--weights",
         default="auto",
         choices=("auto", "gguf", "dense"),
-        help="auto (a GGUF's own blocks as int4 planes on a CPU), gguf, dense (the model's dtype)",
+        help="auto (a GGUF's own codes on a CPU), gguf, dense (the model's dtype)",
     )
     parser.add_argument("--token-budget", type=int, default=1024, help="prompt tokens at most (default: 1024)")
     parser.add_argument("--out", default=None, help="write JSON, Markdown and PNG reports to this directory")

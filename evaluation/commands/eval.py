@@ -33,7 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         choices=("gguf", "dense"),
         help="also run the same holes with the model in these weights and report how often the two greedy "
-        "completions agree (e.g. --weights gguf --reference-weights dense: int4 planes against float32)",
+        "completions agree (e.g. --weights gguf --reference-weights dense: the GGUF's codes against float32)",
     )
 
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from lookahead_lsp.decoder.gguf_blocks import AffineGroups
+from lookahead_lsp.decoder.gguf_blocks import AffineGroups, read_affine
 from lookahead_lsp.decoder.woq_linear import (
     LAYOUTS,
     WoqLinear,
@@ -26,6 +26,7 @@ from lookahead_lsp.decoder.woq_native import (
     compiler,
     load_kernel,
     native_kernel,
+    probe,
     reference_linear,
 )
 
@@ -109,6 +110,32 @@ def test_each_row_of_a_pass_is_computed_as_if_alone(kernel: WoqKernel, bits: int
         torch.set_num_threads(threads)
 
 
+def q4_k_groups(rows: int, cols: int, seed: int) -> AffineGroups:
+    """A Q4_K tensor's groups as the GGUF reader gives them (with their super-blocks), from random valid blocks."""
+    rng = np.random.default_rng(seed)
+    blocks = rng.integers(0, 256, size=(rows * cols // 256, 144), dtype=np.uint8)
+    for at in (0, 2):  # d and dmin: finite float16 values
+        blocks[:, at : at + 2] = rng.uniform(0, 0.01, blocks.shape[0]).astype(np.float16).view(np.uint8).reshape(-1, 2)
+    groups = read_affine(blocks.reshape(rows, -1), "Q4_K", rows, cols)
+    assert groups is not None and groups.levels is not None
+    return groups
+
+
+def test_k_quant_scales_are_stored_in_their_two_levels_and_computed_exactly(kernel: WoqKernel) -> None:
+    groups = q4_k_groups(24, 512, seed=3)
+    state = woq_state(groups)
+    assert state["scale"].dtype == torch.float16 and state["scale"].shape == (24, 2)  # one per 256 weights
+    assert state["scale_sub"].dtype == torch.uint8 and state["scale_sub"].shape == (24, 16)
+    back = groups_from_state(state)
+    np.testing.assert_array_equal(back.scale, groups.scale)
+    np.testing.assert_array_equal(back.offset, groups.offset)
+    layer = WoqLinear(kernel, state, None)
+    flat = WoqLinear(kernel, woq_state(AffineGroups(groups.codes, groups.scale, groups.offset, 4)), None)
+    x = torch.randn(5, 512, generator=torch.Generator().manual_seed(0))
+    assert torch.equal(layer(x), flat(x))  # the same products as float32 scales, at a third of their bytes
+    assert layer.nbytes < flat.nbytes
+
+
 def test_a_zero_row_of_activations_gives_the_bias(kernel: WoqKernel) -> None:
     groups = random_groups(8, 64, 8, seed=0, symmetric=True)
     bias = torch.arange(8, dtype=torch.float32)
@@ -137,6 +164,19 @@ def test_a_failing_compiler_leaves_the_aten_kernel(tmp_path: Path, caplog: pytes
         assert load_kernel(tmp_path, None) is None
     assert "native kernel unavailable" in caplog.text and "no C++ compiler" in caplog.text
     assert not list((tmp_path / "native-v1").glob("*.so"))
+
+
+def test_the_float_path_for_cpus_without_vnni_is_exact_and_row_independent(tmp_path: Path) -> None:
+    cxx = compiler()
+    assert cxx is not None
+    float_path = WoqKernel(build(tmp_path, cxx, ("-mno-avx512vnni", "-mno-avxvnni")))
+    assert not float_path.int8_activations and probe(float_path)
+    for groups in (random_groups(20, 96, 5, seed=1, symmetric=True), q4_k_groups(12, 256, seed=2)):
+        layer = WoqLinear(float_path, woq_state(groups), None)
+        x = torch.randn(6, groups.shape[1], generator=torch.Generator().manual_seed(3))
+        exact = x.double() @ torch.from_numpy(groups.dequantize()).double().t()
+        assert (layer(x).double() - exact).abs().max() <= 1e-5 * exact.abs().max()  # float32 activations
+        assert torch.equal(torch.cat([layer(x[i : i + 1]) for i in range(6)]), layer(x))
 
 
 def test_the_layouts_cover_every_code_width_the_gguf_readers_produce() -> None:
