@@ -354,7 +354,8 @@ def _load_packed(
     where: str, state: dict[str, torch.Tensor], fast_dtype: torch.dtype | None, attn_implementation: str, native: bool
 ) -> tuple[Any, Any]:
     """The CPU model on its packed GGUF weights, built without a float copy of its matrices, and its prefill twin
-    (None without a ``fast_dtype``), whose dense layer weights come straight from the converted checkpoint."""
+    (None without a ``fast_dtype``), whose dense layer weights are dequantized from the codes as each prefill
+    needs them (bfloat16 on the native kernel) or come straight from the converted checkpoint."""
     from safetensors import safe_open
     from transformers import AutoConfig
 

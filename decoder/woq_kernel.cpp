@@ -27,6 +27,13 @@ static inline V v_load(const float* p) { return {_mm512_loadu_ps(p)}; }
 static inline V v_set(float s) { return {_mm512_set1_ps(s)}; }
 static inline V v_fma(V a, V b, V c) { return {_mm512_fmadd_ps(a.a, b.a, c.a)}; }
 static inline V v_from_bytes(__m128i b) { return {_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(b))}; }
+// round to bfloat16 (nearest even, as PyTorch converts) and store 16 values
+static inline void v_store_bf16(V v, uint16_t* out) {
+    const __m512i bits = _mm512_castps_si512(v.a);
+    const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(1));
+    const __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(bits, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7FFF))), 16);
+    _mm256_storeu_si256((__m256i*)out, _mm512_cvtepi32_epi16(rounded));
+}
 static inline __m256 v_half_sum(V v) {
     __m256 high = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v.a), 1));
     return _mm256_add_ps(_mm512_castps512_ps256(v.a), high);
@@ -42,6 +49,17 @@ static inline V v_from_bytes(__m128i b) {
     return {_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(b)), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(b, 8)))};
 }
 static inline __m256 v_half_sum(V v) { return _mm256_add_ps(v.a, v.b); }
+static inline __m128i bf16_8(__m256 f) {  // 8 floats rounded to bfloat16 (nearest even)
+    const __m256i bits = _mm256_castps_si256(f);
+    const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(bits, 16), _mm256_set1_epi32(1));
+    const __m256i r = _mm256_srli_epi32(_mm256_add_epi32(bits, _mm256_add_epi32(odd, _mm256_set1_epi32(0x7FFF))), 16);
+    const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0x08);  // lanes 0-3, 4-7
+    return _mm256_castsi256_si128(packed);
+}
+static inline void v_store_bf16(V v, uint16_t* out) {
+    _mm_storeu_si128((__m128i*)out, bf16_8(v.a));
+    _mm_storeu_si128((__m128i*)(out + 8), bf16_8(v.b));
+}
 #else
 #error "woq_kernel needs AVX2 and FMA (or AVX-512)"
 #endif
@@ -377,6 +395,23 @@ static void all_rows(const Weight& w, const float* x, int64_t batch, const float
 
 #endif
 
+// the weight as bfloat16 (rows, groups * 32): code * scale + offset in float32, rounded once
+template <int LAYOUT>
+static void dequantize_rows(const Weight& w, uint16_t* out, int threads) {
+#pragma omp parallel for schedule(static) num_threads(threads)
+    for (int64_t n = 0; n < w.rows; n++) {
+        const uint8_t* codes = w.codes + n * w.groups * group_bytes(LAYOUT);
+        for (int64_t g = 0; g < w.groups; g++) {
+            const float s = scale_at(w, n, g), o = offset_at(w, n, g, s);
+            __m128i low, high;
+            decode<LAYOUT>(codes + g * group_bytes(LAYOUT), &low, &high);
+            uint16_t* row = out + n * w.groups * 32 + g * 32;
+            v_store_bf16(v_fma(v_from_bytes(low), v_set(s), v_set(o)), row);
+            v_store_bf16(v_fma(v_from_bytes(high), v_set(s), v_set(o)), row + 16);
+        }
+    }
+}
+
 extern "C" {
 
 // x: (batch, groups * 32) float32; out: (batch, rows) float32; bias: rows float32 or null; scale_sub and
@@ -390,6 +425,19 @@ int woq_linear(const float* x, int64_t batch, const uint8_t* codes, int layout, 
         case NIBBLES: all_rows<NIBBLES>(w, x, batch, bias, out, threads); return 0;
         case NIBBLES_HIGH_BIT: all_rows<NIBBLES_HIGH_BIT>(w, x, batch, bias, out, threads); return 0;
         case BYTES: all_rows<BYTES>(w, x, batch, bias, out, threads); return 0;
+        default: return -1;
+    }
+}
+
+// the weight as bfloat16 into out (rows * groups * 32 values): for a prefill's dense product
+int woq_dequantize_bf16(const uint8_t* codes, int layout, const void* scale, const void* offset, float zero, int half,
+                        int64_t rows, int64_t groups, const uint8_t* scale_sub, const uint8_t* offset_sub,
+                        uint16_t* out, int threads) {
+    const Weight w = {codes, scale, offset, zero, half, rows, groups, scale_sub, offset_sub};
+    switch (layout) {
+        case NIBBLES: dequantize_rows<NIBBLES>(w, out, threads); return 0;
+        case NIBBLES_HIGH_BIT: dequantize_rows<NIBBLES_HIGH_BIT>(w, out, threads); return 0;
+        case BYTES: dequantize_rows<BYTES>(w, out, threads); return 0;
         default: return -1;
     }
 }

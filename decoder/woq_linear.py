@@ -14,6 +14,7 @@ so that one cached state serves both kernels.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -115,6 +116,47 @@ def groups_from_state(state: dict[str, torch.Tensor]) -> AffineGroups:
     return AffineGroups(codes, scale, offset.astype(np.float32), bits)
 
 
+@dataclass(frozen=True)
+class WoqWeight:
+    """One weight as the kernel reads it (decoder/woq_linear.py stores it): ``codes`` in ``layout``, ``scale``
+    (rows, cols / 32) float16 or float32, ``offset`` like it or None (``offset = -zero * scale``); for a K-quant
+    ``subs`` = its uint8 sub-block scales and offsets (rows, cols / 32), ``scale``/``offset`` then float16 per
+    super-block of 256."""
+
+    codes: torch.Tensor
+    layout: int
+    scale: torch.Tensor
+    offset: torch.Tensor | None
+    zero: float
+    subs: tuple[torch.Tensor, torch.Tensor] | None = None
+
+    @property
+    def rows(self) -> int:
+        return int(self.scale.shape[0])
+
+    @property
+    def groups(self) -> int:
+        return int(self.scale.shape[1] if self.subs is None else self.subs[0].shape[1])
+
+    def arguments(self) -> tuple[int | float | None, ...]:
+        """codes, layout, scale, offset, zero, half, rows, groups (the C functions' common arguments)."""
+        half = int(self.scale.dtype == torch.float16 or self.subs is not None)
+        offset = None if self.offset is None else self.offset.data_ptr()
+        return (
+            self.codes.data_ptr(),
+            self.layout,
+            self.scale.data_ptr(),
+            offset,
+            self.zero,
+            half,
+            self.rows,
+            self.groups,
+        )
+
+    def sub_pointers(self) -> tuple[int | None, int | None]:
+        return (None, None) if self.subs is None else (self.subs[0].data_ptr(), self.subs[1].data_ptr())
+
+
 class WoqLinear(torch.nn.Module):
     """``y = x W^T + b`` on the native kernel; float32 in and out, any leading shape."""
 
@@ -138,11 +180,19 @@ class WoqLinear(torch.nn.Module):
         self.zero = float(state["zero"]) if "zero" in state else 0.0
         self.in_features, self.out_features = int(state["cols"]), int(state["scale"].shape[0])
 
+    def weight(self) -> WoqWeight:
+        """The stored weight as the kernel reads it."""
+        subs = None if self.scale_sub is None or self.offset_sub is None else (self.scale_sub, self.offset_sub)
+        return WoqWeight(self.codes, self.layout, self.scale, self.offset, self.zero, subs)
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         flat = x.reshape(-1, self.in_features).to(torch.float32)
-        subs = None if self.scale_sub is None or self.offset_sub is None else (self.scale_sub, self.offset_sub)
-        out = self.kernel.linear(flat, self.codes, self.layout, self.scale, self.offset, self.zero, self.bias, subs)
+        out = self.kernel.linear(flat, self.weight(), self.bias)
         return out.to(x.dtype).reshape(*x.shape[:-1], self.out_features)
+
+    def dense(self) -> torch.Tensor:
+        """The weight as a dense bfloat16 matrix (out_features, in_features), made now."""
+        return self.kernel.dequantize(self.weight())
 
     @property
     def nbytes(self) -> int:

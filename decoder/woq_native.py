@@ -23,11 +23,12 @@ import subprocess
 import tempfile
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import torch
 
 from lookahead_lsp.decoder.embedded import cache_root
-from lookahead_lsp.decoder.woq_linear import LAYOUTS, pack_codes
+from lookahead_lsp.decoder.woq_linear import LAYOUTS, WoqWeight, pack_codes
 
 logger = logging.getLogger(__name__)
 
@@ -37,60 +38,46 @@ OFF_ENV = "LOOKAHEAD_LSP_NATIVE"
 
 
 class WoqKernel:
-    """``woq_linear`` from the built library, with its argument types declared once."""
+    """The built library's functions, with their argument types declared once."""
 
     def __init__(self, library: Path) -> None:
         self.library = library
         lib = ctypes.CDLL(str(library))
-        fn = lib.woq_linear
-        fn.restype = ctypes.c_int
-        p, i64, i32 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int
-        fn.argtypes = [p, i64, p, i32, p, p, ctypes.c_float, i32, i64, i64, p, p, i32, p, p]
-        self._fn = fn
+        p, i64, i32, f32 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int, ctypes.c_float
+        weight: list[Any] = [p, i32, p, p, f32, i32, i64, i64]  # WoqWeight.arguments()
+        self._linear = lib.woq_linear
+        self._linear.argtypes = [p, i64, *weight, p, p, i32, p, p]
+        self._dequantize = lib.woq_dequantize_bf16
+        self._dequantize.argtypes = [*weight, p, p, p, i32]
+        for fn in (self._linear, self._dequantize):
+            fn.restype = ctypes.c_int
         self.vector_width = int(lib.woq_vector_width())
         self.int8_activations = bool(lib.woq_int8_activations())
 
     def __deepcopy__(self, memo: dict[int, object]) -> WoqKernel:
         return self  # a handle on a loaded library: copies of a model share it
 
-    def linear(
-        self,
-        x: torch.Tensor,
-        codes: torch.Tensor,
-        layout: int,
-        scale: torch.Tensor,
-        offset: torch.Tensor | None,
-        zero: float,
-        bias: torch.Tensor | None,
-        subs: tuple[torch.Tensor, torch.Tensor] | None = None,
-    ) -> torch.Tensor:
-        """``x (batch, cols) float32 -> (batch, rows) float32``. ``scale`` (rows, cols / 32), or with ``subs``
-        (a K-quant's uint8 sub-block scales and offsets, (rows, cols / 32)) float16 per super-block of 256."""
-        rows = int(scale.shape[0])
-        groups = int(scale.shape[1]) if subs is None else int(subs[0].shape[1])
+    def linear(self, x: torch.Tensor, weight: WoqWeight, bias: torch.Tensor | None) -> torch.Tensor:
+        """``x (batch, cols) float32 -> x W^T + bias (batch, rows) float32``."""
         x = x.contiguous()
-        if x.dtype != torch.float32 or x.shape[-1] != groups * 32:
-            raise ValueError(f"woq_linear needs float32 rows of {groups * 32}, got {x.dtype} {tuple(x.shape)}")
-        out = torch.empty(x.shape[0], rows, dtype=torch.float32)
-        status = self._fn(
-            x.data_ptr(),
-            x.shape[0],
-            codes.data_ptr(),
-            layout,
-            scale.data_ptr(),
-            None if offset is None else offset.data_ptr(),
-            zero,
-            int(scale.dtype == torch.float16 or subs is not None),
-            rows,
-            groups,
-            None if bias is None else bias.data_ptr(),
-            out.data_ptr(),
-            torch.get_num_threads(),
-            None if subs is None else subs[0].data_ptr(),
-            None if subs is None else subs[1].data_ptr(),
+        if x.dtype != torch.float32 or x.dim() != 2 or x.shape[-1] != weight.groups * 32:
+            raise ValueError(f"woq_linear needs float32 rows of {weight.groups * 32}, got {x.dtype} {tuple(x.shape)}")
+        out = torch.empty(x.shape[0], weight.rows, dtype=torch.float32)
+        bias_pointer = None if bias is None else bias.data_ptr()
+        threads = torch.get_num_threads()
+        status = self._linear(
+            x.data_ptr(), x.shape[0], *weight.arguments(), bias_pointer, out.data_ptr(), threads, *weight.sub_pointers()
         )
         if status != 0:
-            raise ValueError(f"woq_linear does not know layout {layout}")
+            raise ValueError(f"woq_linear does not know layout {weight.layout}")
+        return out
+
+    def dequantize(self, weight: WoqWeight) -> torch.Tensor:
+        """The weight as a dense bfloat16 matrix (rows, cols): for a prefill's dense products."""
+        out = torch.empty(weight.rows, weight.groups * 32, dtype=torch.bfloat16)
+        status = self._dequantize(*weight.arguments(), *weight.sub_pointers(), out.data_ptr(), torch.get_num_threads())
+        if status != 0:
+            raise ValueError(f"woq_dequantize_bf16 does not know layout {weight.layout}")
         return out
 
 
@@ -186,7 +173,7 @@ def probe(kernel: WoqKernel) -> bool:
         scale = torch.rand(12, 2, generator=generator) + 0.5
         offset = -torch.rand(12, 2, generator=generator)
         x = torch.randn(3, 64, generator=generator)
-        got = kernel.linear(x, pack_codes(codes.numpy(), bits), layout, scale, offset, 0.0, None)
+        got = kernel.linear(x, WoqWeight(pack_codes(codes.numpy(), bits), layout, scale, offset, 0.0), None)
         if not torch.allclose(got.double(), reference_linear(kernel, x, codes, scale, offset), rtol=1e-4, atol=1e-4):
             return False
     return True

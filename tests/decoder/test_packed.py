@@ -18,6 +18,7 @@ from lookahead_lsp.decoder.lookahead import LookaheadConfig, LookaheadDecoder
 from lookahead_lsp.decoder.model import ModelLoadError, prepare_for_inference, use_gguf_weights
 from lookahead_lsp.decoder.packed_linear import PackedEmbedding, PackedLinear, int4_kernel_works, requantize
 from lookahead_lsp.decoder.packed_model import (
+    DequantizingLinear,
     cache_path,
     cached_packed_state,
     fill_from_checkpoint,
@@ -213,6 +214,22 @@ def test_the_bfloat16_prefill_twin_shares_everything_but_the_layer_weights(packe
     assert isinstance(model.model.layers[0].mlp.up_proj, kind)  # the model itself is unchanged
 
 
+def test_on_the_native_kernel_the_twin_dequantizes_its_layers_instead_of_holding_them(packed: tuple) -> None:
+    model, dense, _, kernel = packed
+    if kernel != "native":
+        assert layer_weights(model, torch.bfloat16, None) == {}  # ATen's planes: the twin reads the checkpoint
+        return
+    twin = prefill_twin(model, layer_weights(model, torch.bfloat16, None))
+    up = twin.model.layers[0].mlp.up_proj
+    assert isinstance(up, DequantizingLinear) and up.source.codes is model.model.layers[0].mlp.up_proj.codes  # shared
+    weight = dense.model.layers[0].mlp.up_proj.weight
+    assert torch.equal(up.source.dense(), weight.bfloat16())  # the GGUF's values, rounded once to bfloat16
+    ids = torch.tensor([[5, 17, 300, 42, 42, 9]])
+    with torch.inference_mode():
+        got, want = twin(input_ids=ids).logits[0], dense(input_ids=ids).logits[0]
+    assert (got - want).abs().max() <= 0.05 * want.abs().max()
+
+
 def save_checkpoint(model: torch.nn.Module, path: Path, drop: str = "") -> Path:
     """The model's state dict as a safetensors checkpoint (as the converted directory holds it)."""
     from safetensors.torch import save_file
@@ -235,9 +252,11 @@ def test_a_packed_model_built_on_the_meta_device_equals_one_packed_after_loading
     assert counts == expected_counts(kernel)
     assert read == 2 * 2 + 2 * 3 + 1  # two norms and three biases a layer, and the final norm
     assert not any(t.is_meta for t in [*built.parameters(), *built.buffers()])
-    kind = WoqLinear if kernel == "native" else PackedLinear
-    assert set(dense) == {n for n, m in built.named_modules() if isinstance(m, kind) and ".layers." in n}
-    assert torch.equal(dense["model.layers.1.mlp.up_proj"], source.model.layers[1].mlp.up_proj.weight.bfloat16())
+    if kernel == "native":  # bfloat16 twins of native layers dequantize their codes: nothing read
+        assert dense == {}
+    else:
+        assert set(dense) == {n for n, m in built.named_modules() if isinstance(m, PackedLinear) and ".layers." in n}
+        assert torch.equal(dense["model.layers.1.mlp.up_proj"], source.model.layers[1].mlp.up_proj.weight.bfloat16())
     ids = torch.tensor([[5, 17, 300, 42, 42, 9]])
     with torch.inference_mode():
         assert torch.equal(built(input_ids=ids).logits, model(input_ids=ids).logits)
