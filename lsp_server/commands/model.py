@@ -1,8 +1,8 @@
 """`lookahead-lsp model`: prepare (assemble, convert, cache) and load a model, then describe it.
 
 Progress goes to stderr; the description (or ``--json``) to stdout. ``--prepare-only`` stops after the
-conversion cache is built, which is what ``scripts/setup.sh`` runs; ``--prepare SPEC`` is ``--spec SPEC
---prepare-only`` (``lookahead-lsp model --prepare embedded-1.5b``).
+conversion cache and the native kernel (decoder/woq_native.py) are built, which is what ``scripts/setup.sh``
+runs; ``--prepare SPEC`` is ``--spec SPEC --prepare-only`` (``lookahead-lsp model --prepare embedded-1.5b``).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import time
 from typing import TextIO
 
 from lookahead_lsp.decoder.model import ModelLoadError, load_model, resolve_spec
+from lookahead_lsp.decoder.woq_native import native_kernel
 from lookahead_lsp.lsp_server.cli import UsageError
 
 
@@ -66,6 +67,7 @@ def run(args: argparse.Namespace) -> int:
             started = time.perf_counter()
             where, source = resolve_spec(args.spec, progress)
             info: dict[str, object] = {"spec": args.spec, "source": source, "path": where}
+            info["native_kernel"] = native_kernel() is not None  # built now, once per machine (decoder/woq_native.py)
             info["prepare_seconds"] = round(time.perf_counter() - started, 2)
         else:
             loaded = load_model(args.spec, args.device, args.dtype, progress)
@@ -76,6 +78,7 @@ def run(args: argparse.Namespace) -> int:
                 "device": str(loaded.device),
                 "dtype": str(loaded.dtype).removeprefix("torch."),
                 "parameters": loaded.parameters,
+                "weights": loaded.weights,
                 "load_seconds": round(loaded.load_seconds, 2),
             }
     except ModelLoadError as exc:
@@ -84,5 +87,5 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(info))
     else:
         for key, value in info.items():
-            print(f"{key}: {value:,}" if isinstance(value, int) else f"{key}: {value}")
+            print(f"{key}: {value:,}" if isinstance(value, int) and not isinstance(value, bool) else f"{key}: {value}")
     return 0
