@@ -20,7 +20,8 @@ from transformers import AttentionInterface
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMaskInterface
 
-from lookahead_lsp.decoder.row_attention import RowPlan, row_attention
+from lookahead_lsp.decoder.row_attention import KeyPlan, RowPlan, native_row_attention, row_attention
+from lookahead_lsp.decoder.woq_native import native_kernel
 
 NAME = "lookahead_sdpa"
 
@@ -36,11 +37,14 @@ def packed_gqa_sdpa(
     **kwargs: Any,
 ) -> tuple[torch.Tensor, None]:
     """transformers' sdpa attention, with packed queries for masked multi-token GQA passes; a decoding pass
-    that brings a :class:`RowPlan` (``row_plan=``) gets :func:`row_attention`, the same arithmetic per row in
-    every pass."""
+    that brings a :class:`RowPlan` (``row_plan=``) gets :func:`row_attention`, one with a :class:`KeyPlan`
+    the native :func:`native_row_attention`: the same arithmetic per row in every pass."""
     plan = kwargs.get("row_plan")
     if isinstance(plan, RowPlan):
         return row_attention(query, key, value, plan, scaling), None
+    kernel = native_kernel()
+    if isinstance(plan, KeyPlan) and kernel is not None:
+        return native_row_attention(kernel, query, key, value, plan, scaling), None
     groups = int(getattr(module, "num_key_value_groups", 1))
     batch, heads, q_len, dim = query.shape
     packable = (

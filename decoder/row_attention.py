@@ -22,7 +22,10 @@ result does not depend on which other rows share the call (checked against one-r
 Greedy's one-token pass goes through the same function, so both decoders do the same arithmetic per row.
 
 :func:`plan_rows` works out the positions and indices once per pass (token positions only); the model's
-attention modules call :func:`row_attention` per layer with it.
+attention modules call :func:`row_attention` per layer with it. Where the native kernels are built
+(decoder/woq_native.py) a pass brings a :class:`KeyPlan` instead and :func:`native_row_attention` computes each
+row directly over its keys in position order (no parts to merge; about a tenth of the time at 1000 cached
+tokens).
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
+
+from lookahead_lsp.decoder.woq_native import WoqKernel
 
 BLOCK = 32  # positions per part B: the keys a row gathers for itself
 ROW_SLOTS = 8  # query rows per token in a call: a row's query heads padded to a multiple of this
@@ -55,31 +60,61 @@ class RowPlan:
     rows: int
 
 
-def plan_rows(past: int, positions: Sequence[int], visible: torch.Tensor | None) -> RowPlan:
-    """The plan for a pass of ``len(positions)`` rows after ``past`` cached entries.
+def pass_keys(past: int, positions: Sequence[int], visible: torch.Tensor | None) -> list[list[int]]:
+    """For each row of a pass of ``len(positions)`` rows after ``past`` cached entries, the storage indices of
+    its keys at positions ``past .. p`` in position order (its ancestors in the pass, then itself).
 
     The cache holds positions ``0 .. past-1`` at the same storage indices; row ``j`` is stored at ``past + j``
     and sits at ``positions[j]``. ``visible[j, i]``: row ``j`` sees row ``i`` (None: causal, each row sees the
-    rows before it). A row's pass-mates that it sees are its ancestors, one per position from ``past`` on."""
-    n = len(positions)
-    b_index = torch.empty((n, BLOCK), dtype=torch.long)
-    b_visible = torch.zeros((n, BLOCK), dtype=torch.bool)
-    groups: dict[int, list[int]] = {}
-    gathered: list[PartA] = []
+    rows before it). ValueError for a row that does not see exactly one pass row per position up to its own."""
     sees = None if visible is None else visible.tolist()
+    keys = []
     for j, p in enumerate(positions):
         seen = range(j + 1) if sees is None else [i for i, yes in enumerate(sees[j]) if yes]
         by_position = {positions[i]: past + i for i in seen}
         if len(by_position) != p - past + 1 or by_position.get(p) != past + j:
             raise ValueError(f"row {j} at position {p} does not see exactly one pass row per position")
+        keys.append([by_position[pos] for pos in range(past, p + 1)])
+    return keys
+
+
+@dataclass(frozen=True)
+class KeyPlan:
+    """Per pass, for the native row attention (decoder/row_kernel.cpp): row ``j`` sees the cache's first
+    ``prefix[j]`` entries, then ``extra[start[j]:start[j + 1]]`` (int64 tensors)."""
+
+    prefix: torch.Tensor
+    start: torch.Tensor
+    extra: torch.Tensor
+
+
+def plan_keys(past: int, positions: Sequence[int], visible: torch.Tensor | None) -> KeyPlan:
+    """The :class:`KeyPlan` of a pass (arguments as :func:`pass_keys`)."""
+    keys = pass_keys(past, positions, visible)
+    start = [0]
+    for row in keys:
+        start.append(start[-1] + len(row))
+    flat = [index for row in keys for index in row]
+    prefix = torch.full((len(keys),), past, dtype=torch.long)
+    return KeyPlan(prefix, torch.tensor(start, dtype=torch.long), torch.tensor(flat, dtype=torch.long))
+
+
+def plan_rows(past: int, positions: Sequence[int], visible: torch.Tensor | None) -> RowPlan:
+    """The :class:`RowPlan` of a pass (arguments as :func:`pass_keys`)."""
+    n = len(positions)
+    b_index = torch.empty((n, BLOCK), dtype=torch.long)
+    b_visible = torch.zeros((n, BLOCK), dtype=torch.bool)
+    groups: dict[int, list[int]] = {}
+    gathered: list[PartA] = []
+    for j, (p, ancestors) in enumerate(zip(positions, pass_keys(past, positions, visible), strict=True)):
         start = p - p % BLOCK
-        stored = [pos if pos < past else by_position[pos] for pos in range(start, p + 1)]
+        stored = [pos if pos < past else ancestors[pos - past] for pos in range(start, p + 1)]
         b_index[j, : len(stored)] = torch.tensor(stored, dtype=torch.long)
         b_index[j, len(stored) :] = past + j
         b_visible[j, : len(stored)] = True
         if start == 0:
             continue
-        in_pass = [by_position[pos] for pos in range(past, start)]
+        in_pass = ancestors[: max(0, start - past)]
         if all(index == pos for pos, index in zip(range(past, start), in_pass, strict=True)):
             groups.setdefault(start, []).append(j)
         else:
@@ -134,6 +169,17 @@ def row_attention(
         out = out_a * weight_a + out * weight_b
     # (rows, kv_heads, slots, dim) -> (1, rows, heads, dim), head = kv_head * groups + g
     return out[:, :, :groups].reshape(1, rows, heads, dim)
+
+
+def native_row_attention(
+    kernel: WoqKernel, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, plan: KeyPlan, scaling: float | None
+) -> torch.Tensor:
+    """:func:`row_attention`'s contract on the native kernel (decoder/row_kernel.cpp): each row's scores,
+    softmax and sum over its own keys in position order, one fixed sequence of operations per row."""
+    _, heads, rows, dim = query.shape
+    scale = dim**-0.5 if scaling is None else scaling
+    out = kernel.attention(query[0].transpose(0, 1), key[0], value[0], (plan.prefix, plan.start, plan.extra), scale)
+    return out.reshape(1, rows, heads, dim)
 
 
 def _merge_weights(lse_a: torch.Tensor, lse_b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -1,11 +1,13 @@
-"""The native weight-only-quantized matrix product (decoder/woq_kernel.cpp): built once per machine, loaded with ctypes.
+"""The native CPU kernels, built once per machine and loaded with ctypes: the weight-only-quantized matrix
+product (decoder/woq_kernel.cpp) and the decoding passes' row attention (decoder/row_kernel.cpp).
 
-The kernel is compiled on first use with the machine's C++ compiler for the machine's own instruction set
+The library is compiled on first use with the machine's C++ compiler for the machine's own instruction set
 (``-march=native``: AVX-512 where the CPU has it, else AVX2 and FMA) into the cache directory, keyed by the
 source, the compiler and the CPU's flags, so a cache shared between machines never hands one CPU another's
 build. It joins PyTorch's OpenMP runtime (the ``libgomp`` torch has loaded), so it uses torch's thread count
 without a second pool. No compiler, a failed build or a wrong answer on a probe: :func:`native_kernel` returns
-None and the caller keeps ATen's int4 kernel (decoder/packed_linear.py); the reason is logged once.
+None and the callers keep ATen's int4 kernel (decoder/packed_linear.py) and the flash-attention row plan
+(decoder/row_attention.py); the reason is logged once.
 
 ``$LOOKAHEAD_LSP_NATIVE=0`` turns the native kernel off (for comparisons: ``lookahead-lsp bench-passes``).
 """
@@ -32,8 +34,8 @@ from lookahead_lsp.decoder.woq_linear import LAYOUTS, WoqWeight, pack_codes
 
 logger = logging.getLogger(__name__)
 
-SOURCE = "woq_kernel.cpp"
-FLAGS = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-std=c++17")
+SOURCES = ("woq_kernel.cpp", "row_kernel.cpp")  # the matrix products, the decoding passes' attention
+FLAGS = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-std=c++17", "-ffp-contract=off")
 OFF_ENV = "LOOKAHEAD_LSP_NATIVE"
 
 
@@ -49,7 +51,9 @@ class WoqKernel:
         self._linear.argtypes = [p, i64, *weight, p, p, i32, p, p]
         self._dequantize = lib.woq_dequantize_bf16
         self._dequantize.argtypes = [*weight, p, p, p, i32]
-        for fn in (self._linear, self._dequantize):
+        self._attention = lib.row_attention
+        self._attention.argtypes = [p, i64, i64, i64, i64, p, i64, i64, p, i64, i64, p, p, p, f32, p, i32]
+        for fn in (self._linear, self._dequantize, self._attention):
             fn.restype = ctypes.c_int
         self.vector_width = int(lib.woq_vector_width())
         self.int8_activations = bool(lib.woq_int8_activations())
@@ -70,6 +74,33 @@ class WoqKernel:
         )
         if status != 0:
             raise ValueError(f"woq_linear does not know layout {weight.layout}")
+        return out
+
+    def attention(
+        self,
+        query: torch.Tensor,
+        key: torch.Tensor,
+        value: torch.Tensor,
+        keys: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
+        scale: float,
+    ) -> torch.Tensor:
+        """Each row's attention over its own keys (decoder/row_kernel.cpp): ``query`` (rows, heads, dim),
+        ``key``/``value`` (kv_heads, stored, dim) float32 with dim contiguous, ``keys`` = (prefix, extra_start,
+        extra) int64: row j sees entries ``0 .. prefix[j]-1`` then ``extra[extra_start[j]:extra_start[j+1]]``.
+        Returns (rows, heads, dim)."""
+        rows, heads, dim = query.shape
+        query = query.contiguous()
+        if key.stride(-1) != 1 or value.stride(-1) != 1 or query.dtype != torch.float32:
+            raise ValueError("row_attention needs float32 keys and values with contiguous rows")
+        out = torch.empty(rows, heads, dim, dtype=torch.float32)
+        prefix, start, extra = keys
+        status = self._attention(
+            query.data_ptr(), rows, heads, key.shape[0], dim,
+            key.data_ptr(), key.stride(0), key.stride(1), value.data_ptr(), value.stride(0), value.stride(1),
+            prefix.data_ptr(), start.data_ptr(), extra.data_ptr(), scale, out.data_ptr(), torch.get_num_threads(),
+        )  # fmt: skip
+        if status != 0:
+            raise ValueError(f"row_attention takes head sizes in sixteens, not {dim}")
         return out
 
     def dequantize(self, weight: WoqWeight) -> torch.Tensor:
@@ -116,10 +147,16 @@ def build(root: Path, cxx: str, extra_flags: tuple[str, ...] = ()) -> Path:
     """The kernel library for this machine under ``root``, compiled now unless already there (written to a
     temporary name and renamed: never half a library). RuntimeError with the compiler's message on failure.
     ``extra_flags`` (tests): e.g. ``-mno-avx512vnni -mno-avxvnni`` builds the float path a CPU without VNNI gets."""
-    source = resources.files("lookahead_lsp.decoder").joinpath(SOURCE).read_bytes()
+    package = resources.files("lookahead_lsp.decoder")
+    sources = {name: package.joinpath(name).read_bytes() for name in SOURCES}
     key = hashlib.sha256(
         b"\0".join(
-            [source, " ".join(FLAGS + extra_flags).encode(), _compiler_version(cxx).encode(), cpu_flags().encode()]
+            [
+                *sources.values(),
+                " ".join(FLAGS + extra_flags).encode(),
+                _compiler_version(cxx).encode(),
+                cpu_flags().encode(),
+            ]
         )
     ).hexdigest()[:20]
     target = root / "native-v1" / f"woq-{key}.so"
@@ -127,12 +164,13 @@ def build(root: Path, cxx: str, extra_flags: tuple[str, ...] = ()) -> Path:
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=".build-", dir=target.parent) as scratch:
-        src = Path(scratch) / SOURCE
-        src.write_bytes(source)
+        paths = [Path(scratch) / name for name in sources]
+        for path, text in zip(paths, sources.values(), strict=True):
+            path.write_bytes(text)
         partial = Path(scratch) / target.name
         try:
             done = subprocess.run(
-                [cxx, *FLAGS, *extra_flags, "-o", str(partial), str(src)],
+                [cxx, *FLAGS, *extra_flags, "-o", str(partial), *map(str, paths)],
                 capture_output=True,
                 text=True,
                 timeout=300,

@@ -7,7 +7,27 @@ import random
 import pytest
 import torch
 
-from lookahead_lsp.decoder.row_attention import BLOCK, plan_rows, row_attention
+from lookahead_lsp.decoder.row_attention import (
+    BLOCK,
+    native_row_attention,
+    plan_keys,
+    plan_rows,
+    row_attention,
+)
+from lookahead_lsp.decoder.woq_native import native_kernel
+
+KINDS = ["flash", "native"]
+"""ATen's flash kernel on a RowPlan, the native kernel (decoder/row_kernel.cpp) on a KeyPlan"""
+
+
+def attend(kind: str, query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, past: int,
+           positions: list[int], visible: torch.Tensor | None, scale: float) -> torch.Tensor:  # fmt: skip
+    """One pass's attention through either implementation."""
+    if kind == "flash":
+        return row_attention(query, keys, values, plan_rows(past, positions, visible), scale)
+    kernel = native_kernel()
+    assert kernel is not None
+    return native_row_attention(kernel, query, keys, values, plan_keys(past, positions, visible), scale)
 
 
 def _tree(rng: random.Random, n: int) -> list[int]:
@@ -31,46 +51,63 @@ def tree_visibility(parents: list[int]) -> tuple[torch.Tensor, list[int]]:
     return visible, depths
 
 
+@pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize(("heads", "kv_heads"), [(14, 2), (12, 2), (4, 2), (8, 8)])
 @pytest.mark.parametrize("past", [0, 5, 31, 40, 63, 300, 530])
-def test_each_row_of_a_tree_pass_equals_that_row_alone_after_its_keys(heads: int, kv_heads: int, past: int) -> None:
+def test_each_row_of_a_tree_pass_equals_that_row_alone_after_its_keys(
+    kind: str, heads: int, kv_heads: int, past: int
+) -> None:
     rng = random.Random(past * 31 + heads)
     torch.manual_seed(past + heads)
     n, dim = 24, 64
     parents = _tree(rng, n)
     visible, depths = tree_visibility(parents)
-    keys = torch.randn(1, kv_heads, past + n, dim)
-    values = torch.randn(1, kv_heads, past + n, dim)
+    # the cache as the model holds it: views of buffers with spare capacity
+    keys = torch.randn(1, kv_heads, past + n + 40, dim)[:, :, : past + n]
+    values = torch.randn(1, kv_heads, past + n + 40, dim)[:, :, : past + n]
     query = torch.randn(1, heads, n, dim)
     positions = [past + d for d in depths]
-    together = row_attention(query, keys, values, plan_rows(past, positions, visible), 0.125)
+    together = attend(kind, query, keys, values, past, positions, visible, 0.125)
     for j in range(n):
         # greedy's layout: the cache, then the row's ancestors in position order, then the row itself
         mine = sorted((positions[i], past + i) for i in range(n) if visible[j, i])
         order = torch.tensor(list(range(past)) + [index for _, index in mine])
-        alone = row_attention(
+        alone = attend(
+            kind,
             query[:, :, j : j + 1],
             keys.index_select(2, order),
             values.index_select(2, order),
-            plan_rows(positions[j], [positions[j]], None),
+            positions[j],
+            [positions[j]],
+            None,
             0.125,
         )
         assert torch.equal(alone[0, 0], together[0, j]), f"row {j} at position {positions[j]}"
 
 
-def test_row_attention_is_attention() -> None:
+@pytest.mark.parametrize("kind", KINDS)
+def test_row_attention_is_attention(kind: str) -> None:
     torch.manual_seed(0)
     past, n, heads, kv_heads, dim = 70, 9, 14, 2, 64
     visible, depths = tree_visibility(_tree(random.Random(1), n))
     keys, values = torch.randn(1, kv_heads, past + n, dim), torch.randn(1, kv_heads, past + n, dim)
     query = torch.randn(1, heads, n, dim)
-    got = row_attention(query, keys, values, plan_rows(past, [past + d for d in depths], visible), 0.125)
+    got = attend(kind, query, keys, values, past, [past + d for d in depths], visible, 0.125)
     allowed = torch.cat([torch.ones(n, past, dtype=torch.bool), visible], 1)
     expected = torch.nn.functional.scaled_dot_product_attention(
         query, keys.repeat_interleave(heads // kv_heads, 1), values.repeat_interleave(heads // kv_heads, 1),
         attn_mask=allowed, scale=0.125,
     ).transpose(1, 2)
     torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_the_native_kernel_refuses_heads_it_cannot_take() -> None:
+    kernel = native_kernel()
+    assert kernel is not None
+    keys = torch.randn(2, 4, 24)  # a head 24 wide: not a multiple of 16
+    with pytest.raises(ValueError, match="sixteens"):
+        plan = plan_keys(3, [3], None)
+        kernel.attention(torch.randn(1, 2, 24), keys, keys, (plan.prefix, plan.start, plan.extra), 1.0)
 
 
 def test_a_plan_spans_blocks_and_gathers_only_rows_that_left_storage_order() -> None:
