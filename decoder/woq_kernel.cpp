@@ -206,6 +206,18 @@ static void quantize_rows(const float* x, int64_t batch, int64_t groups, int8_t*
     }
 }
 
+// count values of a float16 or float32 table from index at, as float32
+static void to_floats(const void* table, int half, int64_t at, int64_t count, float* out) {
+    if (!half) {
+        memcpy(out, (const float*)table + at, count * sizeof(float));
+        return;
+    }
+    const uint16_t* h = (const uint16_t*)table + at;
+    int64_t i = 0;
+    for (; i + 8 <= count; i += 8) _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(h + i))));
+    for (; i < count; i++) out[i] = _cvtsh_ss(h[i]);
+}
+
 // one weight row's scales and offsets as float32
 static void row_scales(const Weight& w, int64_t n, float* s, float* o) {
     const int64_t G = w.groups, at = n * G;
@@ -216,23 +228,11 @@ static void row_scales(const Weight& w, int64_t n, float* s, float* o) {
         }
         return;
     }
-    if (w.half) {
-        const uint16_t* hs = (const uint16_t*)w.scale + at;
-        int64_t g = 0;
-        for (; g + 8 <= G; g += 8) _mm256_storeu_ps(s + g, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(hs + g))));
-        for (; g < G; g++) s[g] = _cvtsh_ss(hs[g]);
+    to_floats(w.scale, w.half, at, G, s);
+    if (w.offset) {
+        to_floats(w.offset, w.half, at, G, o);
     } else {
-        memcpy(s, (const float*)w.scale + at, G * sizeof(float));
-    }
-    if (!w.offset) {
         for (int64_t g = 0; g < G; g++) o[g] = -w.zero * s[g];
-    } else if (w.half) {
-        const uint16_t* ho = (const uint16_t*)w.offset + at;
-        int64_t g = 0;
-        for (; g + 8 <= G; g += 8) _mm256_storeu_ps(o + g, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(ho + g))));
-        for (; g < G; g++) o[g] = _cvtsh_ss(ho[g]);
-    } else {
-        memcpy(o, (const float*)w.offset + at, G * sizeof(float));
     }
 }
 
