@@ -21,7 +21,6 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMaskInterface
 
 from lookahead_lsp.decoder.row_attention import KeyPlan, RowPlan, native_row_attention, row_attention
-from lookahead_lsp.decoder.woq_native import native_kernel
 
 NAME = "lookahead_sdpa"
 
@@ -42,9 +41,8 @@ def packed_gqa_sdpa(
     plan = kwargs.get("row_plan")
     if isinstance(plan, RowPlan):
         return row_attention(query, key, value, plan, scaling), None
-    kernel = native_kernel()
-    if isinstance(plan, KeyPlan) and kernel is not None:
-        return native_row_attention(kernel, query, key, value, plan, scaling), None
+    if isinstance(plan, KeyPlan):
+        return native_row_attention(query, key, value, plan, scaling), None
     groups = int(getattr(module, "num_key_value_groups", 1))
     batch, heads, q_len, dim = query.shape
     packable = (

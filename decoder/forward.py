@@ -18,7 +18,7 @@ from lookahead_lsp.decoder.packed_model import is_packed
 from lookahead_lsp.decoder.policy import CostModel
 from lookahead_lsp.decoder.row_attention import plan_keys, plan_rows
 from lookahead_lsp.decoder.types import CancelToken
-from lookahead_lsp.decoder.woq_native import native_kernel
+from lookahead_lsp.decoder.woq_native import WoqKernel, native_kernel
 
 PREFILL_CHUNK = 256  # tokens per prefill pass (a cancel stops a pass between layers: it need not be small)
 COST_SIZES = (1, 2, 3, 4, 5, 8, 16)  # tokens per timed pass of the cost model (about a second on 2 CPU cores)
@@ -76,13 +76,15 @@ def preemptible(model: torch.nn.Module, kv: PrefixKV, cancel: CancelToken | None
             handle.remove()
 
 
-def native_attention(model: torch.nn.Module) -> bool:
-    """Whether ``model``'s decoding passes take the native row attention: the kernels are built, the model is
-    float32 and its heads are a multiple of 16 wide (else :mod:`decoder.row_attention`'s flash-kernel plan)."""
+def native_attention(model: torch.nn.Module) -> WoqKernel | None:
+    """The native kernels where ``model``'s decoding passes take their row attention: built, the model float32
+    and its heads a multiple of 16 wide; else None (:mod:`decoder.row_attention`'s flash-kernel plan)."""
     config = getattr(model, "config", None)
     heads = getattr(config, "num_attention_heads", 0) or 1
     head_dim = getattr(config, "head_dim", None) or getattr(config, "hidden_size", 0) // heads
-    return native_kernel() is not None and _dtype(model) == torch.float32 and head_dim > 0 and head_dim % 16 == 0
+    if _dtype(model) != torch.float32 or head_dim <= 0 or head_dim % 16:
+        return None
+    return native_kernel()
 
 
 def forward(
@@ -106,7 +108,8 @@ def forward(
     rows = list(positions) if positions is not None else list(range(past, past + len(tokens)))
     kwargs: dict[str, object] = {"position_ids": torch.tensor([rows], dtype=torch.long, device=device)}
     if not last_only and device.type == "cpu":  # a decoding pass: the same arithmetic per row in every pass
-        kwargs["row_plan"] = (plan_keys if native_attention(model) else plan_rows)(past, rows, mask)
+        kernel = native_attention(model)
+        kwargs["row_plan"] = plan_rows(past, rows, mask) if kernel is None else plan_keys(kernel, past, rows, mask)
     if mask is not None:
         dtype = model.dtype if isinstance(model.dtype, torch.dtype) else torch.float32
         full = torch.zeros((1, 1, len(tokens), past + len(tokens)), dtype=dtype, device=device)

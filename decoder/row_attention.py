@@ -80,23 +80,24 @@ def pass_keys(past: int, positions: Sequence[int], visible: torch.Tensor | None)
 
 @dataclass(frozen=True)
 class KeyPlan:
-    """Per pass, for the native row attention (decoder/row_kernel.cpp): row ``j`` sees the cache's first
-    ``prefix[j]`` entries, then ``extra[start[j]:start[j + 1]]`` (int64 tensors)."""
+    """Per pass, for the native row attention (decoder/row_kernel.cpp) of ``kernel``: row ``j`` sees the
+    cache's first ``prefix[j]`` entries, then ``extra[start[j]:start[j + 1]]`` (int64 tensors)."""
 
+    kernel: WoqKernel
     prefix: torch.Tensor
     start: torch.Tensor
     extra: torch.Tensor
 
 
-def plan_keys(past: int, positions: Sequence[int], visible: torch.Tensor | None) -> KeyPlan:
-    """The :class:`KeyPlan` of a pass (arguments as :func:`pass_keys`)."""
+def plan_keys(kernel: WoqKernel, past: int, positions: Sequence[int], visible: torch.Tensor | None) -> KeyPlan:
+    """The :class:`KeyPlan` of a pass on ``kernel`` (the other arguments as :func:`pass_keys`)."""
     keys = pass_keys(past, positions, visible)
     start = [0]
     for row in keys:
         start.append(start[-1] + len(row))
     flat = [index for row in keys for index in row]
     prefix = torch.full((len(keys),), past, dtype=torch.long)
-    return KeyPlan(prefix, torch.tensor(start, dtype=torch.long), torch.tensor(flat, dtype=torch.long))
+    return KeyPlan(kernel, prefix, torch.tensor(start, dtype=torch.long), torch.tensor(flat, dtype=torch.long))
 
 
 def plan_rows(past: int, positions: Sequence[int], visible: torch.Tensor | None) -> RowPlan:
@@ -172,13 +173,14 @@ def row_attention(
 
 
 def native_row_attention(
-    kernel: WoqKernel, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, plan: KeyPlan, scaling: float | None
+    query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, plan: KeyPlan, scaling: float | None
 ) -> torch.Tensor:
     """:func:`row_attention`'s contract on the native kernel (decoder/row_kernel.cpp): each row's scores,
     softmax and sum over its own keys in position order, one fixed sequence of operations per row."""
     _, heads, rows, dim = query.shape
     scale = dim**-0.5 if scaling is None else scaling
-    out = kernel.attention(query[0].transpose(0, 1), key[0], value[0], (plan.prefix, plan.start, plan.extra), scale)
+    keys = (plan.prefix, plan.start, plan.extra)
+    out = plan.kernel.attention(query[0].transpose(0, 1), key[0], value[0], keys, scale)
     return out.reshape(1, rows, heads, dim)
 
 

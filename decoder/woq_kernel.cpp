@@ -164,19 +164,9 @@ static inline int32_t sum8i(__m256i v) {
 template <int LAYOUT>
 static inline __m256i codes32(const uint8_t* p) {
     if (LAYOUT == BYTES) return _mm256_loadu_si256((const __m256i*)p);
-    const __m128i nibbles = _mm_loadu_si128((const __m128i*)p), mask = _mm_set1_epi8(15);
-    __m256i c = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(nibbles, 4), mask), _mm_and_si128(nibbles, mask));
-    if (LAYOUT == NIBBLES_HIGH_BIT) {
-        uint32_t bits;
-        memcpy(&bits, p + 16, 4);
-        const __m256i pick = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
-                                              2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
-        const __m256i bit = _mm256_set1_epi64x(0x8040201008040201LL);
-        __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)bits), pick);
-        v = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit), _mm256_set1_epi8(16));
-        c = _mm256_or_si256(c, v);
-    }
-    return c;
+    __m128i low, high;
+    decode<LAYOUT>(p, &low, &high);
+    return _mm256_set_m128i(high, low);
 }
 
 // x (batch, cols) float32 -> q int8 codes, d (batch, groups) scales and xo = d * sum(q) per group

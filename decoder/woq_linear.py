@@ -25,12 +25,13 @@ from lookahead_lsp.decoder.gguf_blocks import GROUP, AffineGroups
 if TYPE_CHECKING:
     from lookahead_lsp.decoder.woq_native import WoqKernel
 
-LAYOUTS = {4: 4, 5: 5, 8: 8}  # code bits -> the kernel's layout: nibbles, nibbles + a fifth-bit mask, bytes
+LAYOUTS = (4, 5, 8)
+"""The kernel's layouts, each named by the code bits it holds: nibbles, nibbles + a fifth-bit mask, bytes."""
 
 
 def layout_for(bits: int) -> int:
     """The kernel layout that holds ``bits``-bit codes (ValueError beyond 8)."""
-    for layout in sorted(LAYOUTS.values()):
+    for layout in LAYOUTS:
         if bits <= layout:
             return layout
     raise ValueError(f"{bits}-bit codes do not fit the native kernel's layouts")
@@ -112,13 +113,12 @@ def groups_from_state(state: dict[str, torch.Tensor]) -> AffineGroups:
         scale = np.repeat(scale, per, axis=1) * state["scale_sub"].numpy().astype(np.float32)
         offset = np.repeat(offset, per, axis=1) * state["offset_sub"].numpy().astype(np.float32)
     codes = unpack_codes(state["codes"], layout, cols)
-    bits = 8 if layout == 8 else 5 if layout == 5 else 4
-    return AffineGroups(codes, scale, offset.astype(np.float32), bits)
+    return AffineGroups(codes, scale, offset.astype(np.float32), layout)  # a layout is named by its code bits
 
 
 @dataclass(frozen=True)
 class WoqWeight:
-    """One weight as the kernel reads it (decoder/woq_linear.py stores it): ``codes`` in ``layout``, ``scale``
+    """One weight as the kernel reads it (:func:`woq_state` stores it): ``codes`` in ``layout``, ``scale``
     (rows, cols / 32) float16 or float32, ``offset`` like it or None (``offset = -zero * scale``); for a K-quant
     ``subs`` = its uint8 sub-block scales and offsets (rows, cols / 32), ``scale``/``offset`` then float16 per
     super-block of 256."""

@@ -27,7 +27,7 @@ def attend(kind: str, query: torch.Tensor, keys: torch.Tensor, values: torch.Ten
         return row_attention(query, keys, values, plan_rows(past, positions, visible), scale)
     kernel = native_kernel()
     assert kernel is not None
-    return native_row_attention(kernel, query, keys, values, plan_keys(past, positions, visible), scale)
+    return native_row_attention(query, keys, values, plan_keys(kernel, past, positions, visible), scale)
 
 
 def _tree(rng: random.Random, n: int) -> list[int]:
@@ -106,7 +106,7 @@ def test_the_native_kernel_refuses_heads_it_cannot_take() -> None:
     assert kernel is not None
     keys = torch.randn(2, 4, 24)  # a head 24 wide: not a multiple of 16
     with pytest.raises(ValueError, match="sixteens"):
-        plan = plan_keys(3, [3], None)
+        plan = plan_keys(kernel, 3, [3], None)
         kernel.attention(torch.randn(1, 2, 24), keys, keys, (plan.prefix, plan.start, plan.extra), 1.0)
 
 
