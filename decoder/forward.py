@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 from lookahead_lsp.decoder.kv import PrefixKV
+from lookahead_lsp.decoder.native_pass import native_pass
 from lookahead_lsp.decoder.packed_model import is_packed
 from lookahead_lsp.decoder.policy import CostModel
 from lookahead_lsp.decoder.row_attention import plan_keys, plan_rows
@@ -109,7 +110,15 @@ def forward(
     kwargs: dict[str, object] = {"position_ids": torch.tensor([rows], dtype=torch.long, device=device)}
     if not last_only and device.type == "cpu":  # a decoding pass: the same arithmetic per row in every pass
         kernel = native_attention(model)
-        kwargs["row_plan"] = plan_rows(past, rows, mask) if kernel is None else plan_keys(kernel, past, rows, mask)
+        if kernel is None:
+            kwargs["row_plan"] = plan_rows(past, rows, mask)
+        else:
+            plan = plan_keys(kernel, past, rows, mask)
+            native = native_pass(model, kernel)
+            if native is not None:
+                with torch.inference_mode():
+                    return native(kv.cache, tokens, rows, plan)
+            kwargs["row_plan"] = plan
     if mask is not None:
         dtype = model.dtype if isinstance(model.dtype, torch.dtype) else torch.float32
         full = torch.zeros((1, 1, len(tokens), past + len(tokens)), dtype=dtype, device=device)

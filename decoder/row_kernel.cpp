@@ -15,26 +15,9 @@
 
 #include <vector>
 
-static const int LANES = 16;
+#include "native_math.h"
 
-// exp(x) for x <= 0 (scores minus their maximum): Cephes' single-precision polynomial, 1-2 ulp
-static inline float exp_nonpositive(float x) {
-    if (x < -87.0f) return 0.0f;
-    const float n = nearbyintf(x * 1.44269504088896341f);
-    float r = fmaf(n, -0.693359375f, x);
-    r = fmaf(n, 2.12194440e-4f, r);
-    float p = 1.9875691500e-4f;
-    p = fmaf(p, r, 1.3981999507e-3f);
-    p = fmaf(p, r, 8.3334519073e-3f);
-    p = fmaf(p, r, 4.1665795894e-2f);
-    p = fmaf(p, r, 1.6666665459e-1f);
-    p = fmaf(p, r, 5.0000001201e-1f);
-    const float y = fmaf(p, r * r, r) + 1.0f;
-    const int32_t bits = ((int32_t)n + 127) << 23;
-    float scale;
-    memcpy(&scale, &bits, 4);
-    return y * scale;
-}
+static const int LANES = 16;
 
 // q . k over dim (a multiple of LANES): LANES partial sums, then a fixed tree
 static inline float dot(const float* q, const float* k, int64_t dim) {
@@ -78,7 +61,7 @@ int row_attention(const float* q, int64_t rows, int64_t heads, int64_t kv_heads,
             }
             float total = 0.0f;
             for (int64_t i = 0; i < count; i++) {
-                weights[i] = exp_nonpositive(weights[i] - top);
+                weights[i] = exp_fixed(weights[i] - top);
                 total = total + weights[i];
             }
             float* o = out + task * dim;

@@ -15,6 +15,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include <vector>
+
 enum Layout { NIBBLES = 4, NIBBLES_HIGH_BIT = 5, BYTES = 8 };
 
 static inline int group_bytes(int layout) { return layout == BYTES ? 32 : layout == NIBBLES ? 16 : 20; }
@@ -112,6 +114,7 @@ struct Weight {
     int64_t rows, groups;
     const uint8_t* scale_sub;   // null, or K-quant sub-block scales: scale = scale[n, g / 8] * scale_sub[n, g]
     const uint8_t* offset_sub;  // likewise for the offsets (both or neither)
+    int64_t out_stride;         // floats from one row of the output to the next (out points at this weight's column 0)
 };
 
 static const int SUB_PER_SUPER = 8;  // groups of 32 per K-quant super-block of 256
@@ -164,6 +167,16 @@ static inline int32_t sum8i(__m256i v) {
 template <int LAYOUT>
 static inline __m256i codes32(const uint8_t* p) {
     if (LAYOUT == BYTES) return _mm256_loadu_si256((const __m256i*)p);
+#if defined(__AVX512BW__) && defined(__AVX512VL__)
+    if (LAYOUT == NIBBLES_HIGH_BIT) {  // the fifth bits as a byte mask: one masked add sets them (code j <- bit j)
+        __m128i low, high;
+        decode<NIBBLES>(p, &low, &high);
+        uint32_t bits;
+        memcpy(&bits, p + 16, 4);
+        const __m256i codes = _mm256_set_m128i(high, low);
+        return _mm256_mask_add_epi8(codes, (__mmask32)bits, codes, _mm256_set1_epi8(16));
+    }
+#endif
     __m128i low, high;
     decode<LAYOUT>(p, &low, &high);
     return _mm256_set_m128i(high, low);
@@ -211,10 +224,14 @@ static void to_floats(const void* table, int half, int64_t at, int64_t count, fl
 // one weight row's scales and offsets as float32
 static void row_scales(const Weight& w, int64_t n, float* s, float* o) {
     const int64_t G = w.groups, at = n * G;
-    if (w.scale_sub) {
-        for (int64_t g = 0; g < G; g++) {
-            s[g] = scale_at(w, n, g);
-            o[g] = offset_at(w, n, g, s[g]);
+    if (w.scale_sub) {  // scale_at and offset_at eight groups (a super-block) at a time: the same products
+        for (int64_t g = 0; g < G; g += SUB_PER_SUPER) {
+            const int64_t super = (at + g) / SUB_PER_SUPER;
+            const __m256 d = _mm256_set1_ps(as_float(w.scale, 1, super)), m = _mm256_set1_ps(as_float(w.offset, 1, super));
+            const __m256 sub_d = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i*)(w.scale_sub + at + g))));
+            const __m256 sub_m = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i*)(w.offset_sub + at + g))));
+            _mm256_storeu_ps(s + g, _mm256_mul_ps(d, sub_d));
+            _mm256_storeu_ps(o + g, _mm256_mul_ps(m, sub_m));
         }
         return;
     }
@@ -286,7 +303,7 @@ static void block(const Weight& w, int64_t n0, const Pass& x, int64_t m0, const 
     }
     for (int t = 0; t < NT; t++)
         for (int m = 0; m < MT; m++)
-            out[(m0 + m) * w.rows + n0 + t] = sum8(acc[t][m]) + offsets[t][m] + (bias ? bias[n0 + t] : 0.0f);
+            out[(m0 + m) * w.out_stride + n0 + t] = sum8(acc[t][m]) + offsets[t][m] + (bias ? bias[n0 + t] : 0.0f);
 }
 
 static const int TILE8 = 4, ROWS8 = 4;  // a block of TILE8 rows of the pass by ROWS8 weight rows
@@ -307,24 +324,27 @@ static void rows_of_pass(const Weight& w, int64_t n0, const Pass& x, const float
     }
 }
 
-template <int LAYOUT>
-static void all_rows(const Weight& w, const float* x, int64_t batch, const float* bias, float* out, int threads) {
-    const int64_t G = w.groups, blocks = w.rows / ROWS8;
-    int8_t* q = new int8_t[batch * G * 32];
-    float* d = new float[batch * G * 2];
-    const Pass pass = {q, d, d + batch * G, batch};
-    quantize_rows(x, batch, G, q, d, d + batch * G);
-#pragma omp parallel num_threads(threads)
-    {
-        float* table = new float[(ROWS8 * TILE8 + 2) * G];
-#pragma omp for schedule(static)
-        for (int64_t b = 0; b < blocks; b++) rows_of_pass<LAYOUT, ROWS8>(w, b * ROWS8, pass, bias, out, table);
-#pragma omp single
-        for (int64_t n = blocks * ROWS8; n < w.rows; n++) rows_of_pass<LAYOUT, 1>(w, n, pass, bias, out, table);
-        delete[] table;
+// the pass's rows as the blocks read them: quantized once for all the weights of a call
+struct Activations {
+    std::vector<int8_t> q;
+    std::vector<float> d;  // scales per group, then d * sum(q) per group
+    Pass pass;
+    Activations(const float* x, int64_t batch, int64_t groups) : q(batch * groups * 32), d(batch * groups * 2) {
+        pass = {q.data(), d.data(), d.data() + batch * groups, batch};
+        quantize_rows(x, batch, groups, q.data(), d.data(), d.data() + batch * groups);
     }
-    delete[] q;
-    delete[] d;
+};
+
+static int64_t table_floats(int64_t groups) { return (ROWS8 * TILE8 + 2) * groups; }
+
+// inside a parallel region: this weight's rows shared out among the threads (no barrier at the end)
+template <int LAYOUT>
+static void weight_rows(const Weight& w, const Activations& a, const float* bias, float* out, float* table) {
+    const int64_t blocks = w.rows / ROWS8;
+#pragma omp for schedule(static) nowait
+    for (int64_t b = 0; b < blocks; b++) rows_of_pass<LAYOUT, ROWS8>(w, b * ROWS8, a.pass, bias, out, table);
+#pragma omp single nowait
+    for (int64_t n = blocks * ROWS8; n < w.rows; n++) rows_of_pass<LAYOUT, 1>(w, n, a.pass, bias, out, table);
 }
 
 #else
@@ -359,7 +379,7 @@ static void block(const Weight& w, int64_t n0, const float* x, int64_t m0, const
     }
     for (int t = 0; t < NT; t++)
         for (int m = 0; m < MT; m++)
-            out[(m0 + m) * w.rows + n0 + t] = v_sum(acc[t][m]) + (bias ? bias[n0 + t] : 0.0f);
+            out[(m0 + m) * w.out_stride + n0 + t] = v_sum(acc[t][m]) + (bias ? bias[n0 + t] : 0.0f);
 }
 
 // all rows of the pass against weight rows n0 .. n0 + NT - 1, in tiles of at most TILE rows
@@ -375,12 +395,23 @@ static void rows_of_pass(const Weight& w, int64_t n0, const float* x, int64_t ba
     }
 }
 
+// the pass's rows as the blocks read them (float32, as given)
+struct Activations {
+    const float* x;
+    int64_t batch;
+    Activations(const float* x, int64_t batch, int64_t) : x(x), batch(batch) {}
+};
+
+static int64_t table_floats(int64_t) { return 0; }
+
+// inside a parallel region: this weight's rows shared out among the threads (no barrier at the end)
 template <int LAYOUT>
-static void all_rows(const Weight& w, const float* x, int64_t batch, const float* bias, float* out, int threads) {
+static void weight_rows(const Weight& w, const Activations& a, const float* bias, float* out, float*) {
     const int64_t blocks = w.rows / ROWS;
-#pragma omp parallel for schedule(static) num_threads(threads)
-    for (int64_t b = 0; b < blocks; b++) rows_of_pass<LAYOUT, ROWS>(w, b * ROWS, x, batch, bias, out);
-    for (int64_t n = blocks * ROWS; n < w.rows; n++) rows_of_pass<LAYOUT, 1>(w, n, x, batch, bias, out);
+#pragma omp for schedule(static) nowait
+    for (int64_t b = 0; b < blocks; b++) rows_of_pass<LAYOUT, ROWS>(w, b * ROWS, a.x, a.batch, bias, out);
+#pragma omp single nowait
+    for (int64_t n = blocks * ROWS; n < w.rows; n++) rows_of_pass<LAYOUT, 1>(w, n, a.x, a.batch, bias, out);
 }
 
 #endif
@@ -402,28 +433,54 @@ static void dequantize_rows(const Weight& w, uint16_t* out, int threads) {
     }
 }
 
+// One weight of a product (decoder/woq_linear.py: WoqJob mirrors it): scale_sub and offset_sub null, or a
+// K-quant's sub-block integers (scale and offset then hold its float16 super-block values); its results go to
+// columns column .. column + rows - 1 of the output.
+struct Job {
+    const uint8_t* codes;
+    const void* scale;
+    const void* offset;
+    const uint8_t* scale_sub;
+    const uint8_t* offset_sub;
+    const float* bias;  // rows float32, or null
+    int64_t layout, half, rows, groups, column;
+    float zero;
+};
+
+static bool known(int64_t layout) { return layout == NIBBLES || layout == NIBBLES_HIGH_BIT || layout == BYTES; }
+
 extern "C" {
 
-// x: (batch, groups * 32) float32; out: (batch, rows) float32; bias: rows float32 or null; scale_sub and
-// offset_sub: null, or a K-quant's sub-block integers (scale and offset then hold its float16 super-block values).
-// Returns 0, or -1 for a layout it does not know.
-int woq_linear(const float* x, int64_t batch, const uint8_t* codes, int layout, const void* scale,
-               const void* offset, float zero, int half, int64_t rows, int64_t groups, const float* bias,
-               float* out, int threads, const uint8_t* scale_sub, const uint8_t* offset_sub) {
-    const Weight w = {codes, scale, offset, zero, half, rows, groups, scale_sub, offset_sub};
-    switch (layout) {
-        case NIBBLES: all_rows<NIBBLES>(w, x, batch, bias, out, threads); return 0;
-        case NIBBLES_HIGH_BIT: all_rows<NIBBLES_HIGH_BIT>(w, x, batch, bias, out, threads); return 0;
-        case BYTES: all_rows<BYTES>(w, x, batch, bias, out, threads); return 0;
-        default: return -1;
+// out (batch, out_cols) float32 = x (batch, groups * 32) float32 times each job's weight, side by side: the
+// activations prepared once, the jobs' rows shared out in one parallel region. Returns 0, or -1 for a layout
+// it does not know or jobs of different widths.
+int woq_linear(const float* x, int64_t batch, const Job* jobs, int count, float* out, int64_t out_cols, int threads) {
+    for (int j = 0; j < count; j++)
+        if (!known(jobs[j].layout) || jobs[j].groups != jobs[0].groups) return -1;
+    const Activations a(x, batch, jobs[0].groups);
+#pragma omp parallel num_threads(threads)
+    {
+        std::vector<float> table(table_floats(jobs[0].groups));
+        for (int j = 0; j < count; j++) {
+            const Job& job = jobs[j];
+            const Weight w = {job.codes, job.scale,  job.offset,     job.zero, (int)job.half,
+                              job.rows,  job.groups, job.scale_sub, job.offset_sub, out_cols};
+            float* o = out + job.column;
+            switch (job.layout) {
+                case NIBBLES: weight_rows<NIBBLES>(w, a, job.bias, o, table.data()); break;
+                case NIBBLES_HIGH_BIT: weight_rows<NIBBLES_HIGH_BIT>(w, a, job.bias, o, table.data()); break;
+                default: weight_rows<BYTES>(w, a, job.bias, o, table.data()); break;
+            }
+        }
     }
+    return 0;
 }
 
 // the weight as bfloat16 into out (rows * groups * 32 values): for a prefill's dense product
 int woq_dequantize_bf16(const uint8_t* codes, int layout, const void* scale, const void* offset, float zero, int half,
                         int64_t rows, int64_t groups, const uint8_t* scale_sub, const uint8_t* offset_sub,
                         uint16_t* out, int threads) {
-    const Weight w = {codes, scale, offset, zero, half, rows, groups, scale_sub, offset_sub};
+    const Weight w = {codes, scale, offset, zero, half, rows, groups, scale_sub, offset_sub, groups * 32};
     switch (layout) {
         case NIBBLES: dequantize_rows<NIBBLES>(w, out, threads); return 0;
         case NIBBLES_HIGH_BIT: dequantize_rows<NIBBLES_HIGH_BIT>(w, out, threads); return 0;

@@ -14,6 +14,9 @@ so that one cached state serves both kernels.
 
 from __future__ import annotations
 
+import ctypes
+import weakref
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -157,6 +160,54 @@ class WoqWeight:
         return (None, None) if self.subs is None else (self.subs[0].data_ptr(), self.subs[1].data_ptr())
 
 
+class WoqJob(ctypes.Structure):
+    """One weight of a product as decoder/woq_kernel.cpp's ``Job`` holds it (same fields, same order)."""
+
+    _fields_ = [
+        ("codes", ctypes.c_void_p),
+        ("scale", ctypes.c_void_p),
+        ("offset", ctypes.c_void_p),
+        ("scale_sub", ctypes.c_void_p),
+        ("offset_sub", ctypes.c_void_p),
+        ("bias", ctypes.c_void_p),
+        ("layout", ctypes.c_int64),
+        ("half", ctypes.c_int64),
+        ("rows", ctypes.c_int64),
+        ("groups", ctypes.c_int64),
+        ("column", ctypes.c_int64),
+        ("zero", ctypes.c_float),
+    ]
+
+
+@dataclass(frozen=True)
+class WoqProduct:
+    """Weights that multiply the same input, side by side in one output (q, k and v; gate and up): one kernel
+    call prepares the input once and shares all their rows out among the threads. Holds its tensors, so the
+    pointers in ``jobs`` stay valid while it lives."""
+
+    weights: tuple[tuple[WoqWeight, torch.Tensor | None], ...]
+    jobs: ctypes.Array[WoqJob]
+    cols: int  # the input's width
+    rows: int  # the output's width: every weight's rows
+
+    @classmethod
+    def of(cls, weights: Sequence[tuple[WoqWeight, torch.Tensor | None]]) -> WoqProduct:
+        """The product of ``(weight, bias or None)`` pairs, outputs in that order (ValueError: widths differ)."""
+        if len({w.groups for w, _ in weights}) != 1:
+            raise ValueError("the weights of one product take inputs of one width")
+        jobs = (WoqJob * len(weights))()
+        column = 0
+        for job, (weight, bias) in zip(jobs, weights, strict=True):
+            codes, layout, scale, offset, zero, half, rows, groups = weight.arguments()
+            scale_sub, offset_sub = weight.sub_pointers()
+            bias_pointer = None if bias is None else bias.data_ptr()
+            job.codes, job.scale, job.offset, job.bias = codes, scale, offset, bias_pointer
+            job.scale_sub, job.offset_sub = scale_sub, offset_sub
+            job.layout, job.half, job.rows, job.groups, job.column, job.zero = layout, half, rows, groups, column, zero
+            column += weight.rows
+        return cls(tuple(weights), jobs, weights[0][0].groups * GROUP, column)
+
+
 class WoqLinear(torch.nn.Module):
     """``y = x W^T + b`` on the native kernel; float32 in and out, any leading shape."""
 
@@ -185,9 +236,16 @@ class WoqLinear(torch.nn.Module):
         subs = None if self.scale_sub is None or self.offset_sub is None else (self.scale_sub, self.offset_sub)
         return WoqWeight(self.codes, self.layout, self.scale, self.offset, self.zero, subs)
 
+    def product(self) -> WoqProduct:
+        """This layer as a one-weight :class:`WoqProduct` (made once; again if its tensors were replaced)."""
+        made = _PRODUCTS.get(self)
+        if made is None or made.weights[0][0].codes is not self.codes or made.weights[0][1] is not self.bias:
+            made = _PRODUCTS[self] = WoqProduct.of([(self.weight(), self.bias)])
+        return made
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         flat = x.reshape(-1, self.in_features).to(torch.float32)
-        out = self.kernel.linear(flat, self.weight(), self.bias)
+        out = self.kernel.linear(flat, self.product())
         return out.to(x.dtype).reshape(*x.shape[:-1], self.out_features)
 
     def dense(self) -> torch.Tensor:
@@ -201,3 +259,7 @@ class WoqLinear(torch.nn.Module):
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, layout={self.layout}"
+
+
+_PRODUCTS: weakref.WeakKeyDictionary[WoqLinear, WoqProduct] = weakref.WeakKeyDictionary()
+"""Each layer's one-weight product, made on its first call (outside the module: ctypes arrays do not copy)."""

@@ -30,11 +30,12 @@ from typing import Any
 import torch
 
 from lookahead_lsp.decoder.embedded import cache_root
-from lookahead_lsp.decoder.woq_linear import LAYOUTS, WoqWeight, pack_codes
+from lookahead_lsp.decoder.woq_linear import LAYOUTS, WoqJob, WoqProduct, WoqWeight, pack_codes
 
 logger = logging.getLogger(__name__)
 
-SOURCES = ("woq_kernel.cpp", "row_kernel.cpp")  # the matrix products, the decoding passes' attention
+SOURCES = ("woq_kernel.cpp", "row_kernel.cpp", "layer_kernel.cpp")  # matrix products, attention, per-row steps
+HEADERS = ("native_math.h",)  # included by the sources: part of the build's key, never compiled alone
 FLAGS = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-std=c++17", "-ffp-contract=off")
 OFF_ENV = "LOOKAHEAD_LSP_NATIVE"
 
@@ -48,12 +49,18 @@ class WoqKernel:
         p, i64, i32, f32 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int, ctypes.c_float
         weight: list[Any] = [p, i32, p, p, f32, i32, i64, i64]  # WoqWeight.arguments()
         self._linear = lib.woq_linear
-        self._linear.argtypes = [p, i64, *weight, p, p, i32, p, p]
+        self._linear.argtypes = [p, i64, ctypes.POINTER(WoqJob), i32, p, i64, i32]
         self._dequantize = lib.woq_dequantize_bf16
         self._dequantize.argtypes = [*weight, p, p, p, i32]
         self._attention = lib.row_attention
         self._attention.argtypes = [p, i64, i64, i64, i64, p, i64, i64, p, i64, i64, p, p, p, f32, p, i32]
-        for fn in (self._linear, self._dequantize, self._attention):
+        self._norm = lib.residual_rms_norm
+        self._norm.argtypes = [p, p, i64, i64, p, f32, p]
+        self._rope = lib.rope_rows
+        self._rope.argtypes = [p, i64, i64, i64, i64, p, p]
+        self._swiglu = lib.swiglu_rows
+        self._swiglu.argtypes = [p, i64, i64, p, i32]
+        for fn in (self._linear, self._dequantize, self._attention, self._norm, self._rope, self._swiglu):
             fn.restype = ctypes.c_int
         self.vector_width = int(lib.woq_vector_width())
         self.int8_activations = bool(lib.woq_int8_activations())
@@ -61,19 +68,42 @@ class WoqKernel:
     def __deepcopy__(self, memo: dict[int, object]) -> WoqKernel:
         return self  # a handle on a loaded library: copies of a model share it
 
-    def linear(self, x: torch.Tensor, weight: WoqWeight, bias: torch.Tensor | None) -> torch.Tensor:
-        """``x (batch, cols) float32 -> x W^T + bias (batch, rows) float32``."""
+    def linear(self, x: torch.Tensor, product: WoqProduct) -> torch.Tensor:
+        """``x (batch, cols) float32 -> [x W_i^T + b_i for each weight] side by side, (batch, rows) float32``."""
         x = x.contiguous()
-        if x.dtype != torch.float32 or x.dim() != 2 or x.shape[-1] != weight.groups * 32:
-            raise ValueError(f"woq_linear needs float32 rows of {weight.groups * 32}, got {x.dtype} {tuple(x.shape)}")
-        out = torch.empty(x.shape[0], weight.rows, dtype=torch.float32)
-        bias_pointer = None if bias is None else bias.data_ptr()
-        threads = torch.get_num_threads()
-        status = self._linear(
-            x.data_ptr(), x.shape[0], *weight.arguments(), bias_pointer, out.data_ptr(), threads, *weight.sub_pointers()
-        )
+        if x.dtype != torch.float32 or x.dim() != 2 or x.shape[-1] != product.cols:
+            raise ValueError(f"woq_linear needs float32 rows of {product.cols}, got {x.dtype} {tuple(x.shape)}")
+        out = torch.empty(x.shape[0], product.rows, dtype=torch.float32)
+        jobs = product.jobs
+        status = self._linear(x.data_ptr(), x.shape[0], jobs, len(jobs), out.data_ptr(), product.rows, _threads())
         if status != 0:
-            raise ValueError(f"woq_linear does not know layout {weight.layout}")
+            raise ValueError(f"woq_linear does not know layout {[w.layout for w, _ in product.weights]}")
+        return out
+
+    def residual_norm(
+        self, residual: torch.Tensor, delta: torch.Tensor | None, weight: torch.Tensor, eps: float, out: torch.Tensor
+    ) -> None:
+        """``residual += delta`` (unless None), then ``out`` = its RMS norm times ``weight``, row by row; all
+        (rows, cols) float32 contiguous (``weight`` (cols,)), ``residual`` and ``out`` written in place."""
+        rows, cols = residual.shape
+        delta_pointer = None if delta is None else delta.data_ptr()
+        if self._norm(residual.data_ptr(), delta_pointer, rows, cols, weight.data_ptr(), eps, out.data_ptr()) != 0:
+            raise ValueError(f"residual_rms_norm takes widths in sixteens, not {cols}")
+
+    def rope(self, x: torch.Tensor, heads: int, dim: int, cos: torch.Tensor, sin: torch.Tensor) -> None:
+        """Rotate the first ``heads`` heads of ``dim`` values of each row of ``x`` (rows, cols) float32 (rows
+        contiguous) in place by the row's ``cos``/``sin`` (rows, dim) contiguous, as transformers' rotate_half."""
+        if x.stride(-1) != 1 or heads * dim > x.shape[-1]:
+            raise ValueError("rope_rows needs rows of at least heads * dim contiguous floats")
+        status = self._rope(x.data_ptr(), x.shape[0], heads, dim, x.stride(0), cos.data_ptr(), sin.data_ptr())
+        if status != 0:
+            raise ValueError(f"rope_rows takes even head sizes, not {dim}")
+
+    def swiglu(self, gate_up: torch.Tensor) -> torch.Tensor:
+        """``gate_up`` (rows, 2 * inter) float32 contiguous -> ``silu(gate) * up`` (rows, inter)."""
+        rows, inter = gate_up.shape[0], gate_up.shape[1] // 2
+        out = torch.empty(rows, inter, dtype=torch.float32)
+        self._swiglu(gate_up.data_ptr(), rows, inter, out.data_ptr(), _threads())
         return out
 
     def attention(
@@ -97,7 +127,7 @@ class WoqKernel:
         status = self._attention(
             query.data_ptr(), rows, heads, key.shape[0], dim,
             key.data_ptr(), key.stride(0), key.stride(1), value.data_ptr(), value.stride(0), value.stride(1),
-            prefix.data_ptr(), start.data_ptr(), extra.data_ptr(), scale, out.data_ptr(), torch.get_num_threads(),
+            prefix.data_ptr(), start.data_ptr(), extra.data_ptr(), scale, out.data_ptr(), _threads(),
         )  # fmt: skip
         if status != 0:
             raise ValueError(f"row_attention takes head sizes in sixteens, not {dim}")
@@ -106,10 +136,14 @@ class WoqKernel:
     def dequantize(self, weight: WoqWeight) -> torch.Tensor:
         """The weight as a dense bfloat16 matrix (rows, cols): for a prefill's dense products."""
         out = torch.empty(weight.rows, weight.groups * 32, dtype=torch.bfloat16)
-        status = self._dequantize(*weight.arguments(), *weight.sub_pointers(), out.data_ptr(), torch.get_num_threads())
+        status = self._dequantize(*weight.arguments(), *weight.sub_pointers(), out.data_ptr(), _threads())
         if status != 0:
             raise ValueError(f"woq_dequantize_bf16 does not know layout {weight.layout}")
         return out
+
+
+def _threads() -> int:
+    return torch.get_num_threads()
 
 
 def compiler() -> str | None:
@@ -148,7 +182,7 @@ def build(root: Path, cxx: str, extra_flags: tuple[str, ...] = ()) -> Path:
     temporary name and renamed: never half a library). RuntimeError with the compiler's message on failure.
     ``extra_flags`` (tests): e.g. ``-mno-avx512vnni -mno-avxvnni`` builds the float path a CPU without VNNI gets."""
     package = resources.files("lookahead_lsp.decoder")
-    sources = {name: package.joinpath(name).read_bytes() for name in SOURCES}
+    sources = {name: package.joinpath(name).read_bytes() for name in SOURCES + HEADERS}
     key = hashlib.sha256(
         b"\0".join(
             [
@@ -170,7 +204,7 @@ def build(root: Path, cxx: str, extra_flags: tuple[str, ...] = ()) -> Path:
         partial = Path(scratch) / target.name
         try:
             done = subprocess.run(
-                [cxx, *FLAGS, *extra_flags, "-o", str(partial), *map(str, paths)],
+                [cxx, *FLAGS, *extra_flags, "-o", str(partial), *(str(p) for p in paths if p.name in SOURCES)],
                 capture_output=True,
                 text=True,
                 timeout=300,
@@ -211,7 +245,8 @@ def probe(kernel: WoqKernel) -> bool:
         scale = torch.rand(12, 2, generator=generator) + 0.5
         offset = -torch.rand(12, 2, generator=generator)
         x = torch.randn(3, 64, generator=generator)
-        got = kernel.linear(x, WoqWeight(pack_codes(codes.numpy(), layout), layout, scale, offset, 0.0), None)
+        weight = WoqWeight(pack_codes(codes.numpy(), layout), layout, scale, offset, 0.0)
+        got = kernel.linear(x, WoqProduct.of([(weight, None)]))
         if not torch.allclose(got.double(), reference_linear(kernel, x, codes, scale, offset), rtol=1e-4, atol=1e-4):
             return False
     return True

@@ -227,9 +227,10 @@ def run_quality(
     meta: dict[str, Any],
     progress: Progress | None = None,
     deadlines_after_ms: float | None = None,
+    workspaces: Sequence[bool] = (True, False),
 ) -> QualityResult:
-    """Decode each hole with and without workspace context and score every variant (with
-    ``deadlines_after_ms``, also :data:`DEADLINE_VARIANT`).
+    """Decode each hole with workspace context and without (``workspaces``: which of the two) and score every
+    variant (with ``deadlines_after_ms``, also :data:`DEADLINE_VARIANT`).
 
     The plan is the daemon's (``lsp_server/completion.py``); the decode runs without stopping (its stop
     callback only notes the step times) and the plan's stop function is applied to its tokens afterwards."""
@@ -239,7 +240,7 @@ def run_quality(
     started = time.perf_counter()
     for i, hole in enumerate(holes):
         cursor = Cursor(hole.text_before_typing, len(hole.prefix), hole.path)
-        for workspace in (True, False):
+        for workspace in workspaces:
             inputs = builder.inputs(hole, workspace)
             plan = plan_completion(tokenizer, inputs.built, cursor, limits, inputs.extra_drafts)
             clock = StepClock()

@@ -16,6 +16,9 @@ from lookahead_lsp.evaluation.report import quality_markdown, write_quality
 from lookahead_lsp.evaluation.speed import ContextBuilder
 from lookahead_lsp.evaluation.workloads import Corpus, Hole
 
+WORKSPACES = {"both": (True, False), "on": (True,), "off": (False,)}
+"""--workspace: with workspace context (snippets of other files, the workspace draft source), without, or both"""
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_workload_arguments(parser, "fim,repo,midline", max_new_tokens=64)
@@ -27,6 +30,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="MS",
         help="also score what the daemon shows with its default deadlines on this machine, had decoding begun "
         "MS milliseconds after the keystroke (its prompt and prefill time: about 120 on a 2-core CPU)",
+    )
+    parser.add_argument(
+        "--workspace",
+        default="both",
+        choices=tuple(WORKSPACES),
+        help="decode each hole with workspace context (on), without (off) or both ways (default: both)",
     )
     parser.add_argument(
         "--reference-weights",
@@ -69,6 +78,7 @@ def evaluate(args: argparse.Namespace, corpus: Corpus, holes: list[Hole]) -> Qua
         meta,
         progress,
         args.deadlines,
+        WORKSPACES[args.workspace],
     )
     print(quality_markdown(result))
     del loaded
@@ -83,6 +93,8 @@ def agreement_markdown(result: QualityResult, reference: QualityResult, weights:
     for workload in result.workloads:
         for workspace in (True, False):
             pairs = same_completions(result, reference, workload, workspace)
+            if not pairs:  # --workspace on or off: the other half was not run
+                continue
             rows.append(
                 f"| {workload} | {'on' if workspace else 'off'} | {sum(raw for raw, _, _, _ in pairs)}/{len(pairs)} "
                 f"| {sum(shown for _, shown, _, _ in pairs)}/{len(pairs)} | {sum(e for _, _, e, _ in pairs)} "

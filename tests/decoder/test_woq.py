@@ -146,7 +146,7 @@ def test_a_zero_row_of_activations_gives_the_bias(kernel: WoqKernel) -> None:
 def test_the_kernel_refuses_activations_of_the_wrong_width(kernel: WoqKernel) -> None:
     layer = WoqLinear(kernel, woq_state(random_groups(8, 64, 8, seed=0, symmetric=True)), None)
     with pytest.raises(ValueError, match="float32 rows of 64"):
-        kernel.linear(torch.zeros(1, 32), layer.weight(), None)
+        kernel.linear(torch.zeros(1, 32), layer.product())
 
 
 def test_the_build_is_cached_per_machine(tmp_path: Path) -> None:

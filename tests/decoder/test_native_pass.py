@@ -1,0 +1,134 @@
+"""The native decoding pass (decoder/native_pass.py): each per-row step against its PyTorch reference, the pass
+against transformers' forward on a packed tiny model, and every row of a wide pass bit for bit equal to that row
+in a one-token pass."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+from transformers.models.qwen2.modeling_qwen2 import Qwen2RMSNorm, apply_rotary_pos_emb
+
+from lookahead_lsp.decoder.forward import forward, prefill
+from lookahead_lsp.decoder.kv import PrefixKV
+from lookahead_lsp.decoder.native_pass import _PASSES, native_pass, qualifies
+from lookahead_lsp.decoder.packed_model import pack_gguf, use_packed
+from lookahead_lsp.decoder.woq_linear import WoqLinear, WoqProduct, woq_state
+from lookahead_lsp.decoder.woq_native import WoqKernel, native_kernel
+from tests.decoder.test_packed import write_tiny_gguf
+from tests.decoder.test_woq import random_groups
+from tests.tiny_model import make_tiny_qwen2
+
+
+@pytest.fixture(scope="module")
+def kernel() -> WoqKernel:
+    built = native_kernel()
+    assert built is not None  # the machines this project is tested on have g++
+    return built
+
+
+@pytest.fixture(scope="module")
+def packed(kernel: WoqKernel, tmp_path_factory: pytest.TempPathFactory) -> torch.nn.Module:
+    gguf = tmp_path_factory.mktemp("gguf") / "tiny.gguf"
+    write_tiny_gguf(make_tiny_qwen2(vocab_size=512, seed=1, dtype=torch.float32), gguf)
+    model = make_tiny_qwen2(vocab_size=512, seed=1, dtype=torch.float32)
+    use_packed(model, pack_gguf(gguf), native=True)
+    return model
+
+
+def test_residual_norm_adds_then_normalizes_as_transformers_rms_norm(kernel: WoqKernel) -> None:
+    torch.manual_seed(0)
+    residual, delta = torch.randn(5, 64), torch.randn(5, 64)
+    norm = Qwen2RMSNorm(64, eps=1e-6)
+    norm.weight.data = torch.rand(64) + 0.5
+    want_residual = residual + delta
+    out = torch.empty(5, 64)
+    kernel.residual_norm(residual, delta, norm.weight.data, 1e-6, out)
+    assert torch.equal(residual, want_residual)
+    torch.testing.assert_close(out, norm(want_residual).detach(), rtol=1e-6, atol=1e-6)
+    kernel.residual_norm(residual, None, norm.weight.data, 1e-6, out)  # no delta: the residual stays
+    assert torch.equal(residual, want_residual)
+
+
+def test_rope_rotates_q_and_k_heads_in_place_exactly_as_transformers(kernel: WoqKernel) -> None:
+    torch.manual_seed(0)
+    rows, heads, kv_heads, dim = 3, 4, 2, 16
+    qkv = torch.randn(rows, (heads + 2 * kv_heads) * dim)
+    angles = torch.rand(rows, dim // 2) * 6
+    cos, sin = torch.cat([angles.cos()] * 2, -1), torch.cat([angles.sin()] * 2, -1)
+    q = qkv[:, : heads * dim].view(rows, heads, dim).transpose(0, 1)[None].clone()
+    k = qkv[:, heads * dim : (heads + kv_heads) * dim].view(rows, kv_heads, dim).transpose(0, 1)[None].clone()
+    v = qkv[:, (heads + kv_heads) * dim :].clone()
+    want_q, want_k = apply_rotary_pos_emb(q, k, cos[None], sin[None])
+    kernel.rope(qkv, heads + kv_heads, dim, cos, sin)
+    assert torch.equal(qkv[:, : heads * dim], want_q[0].transpose(0, 1).reshape(rows, -1))
+    assert torch.equal(qkv[:, heads * dim : (heads + kv_heads) * dim], want_k[0].transpose(0, 1).reshape(rows, -1))
+    assert torch.equal(qkv[:, (heads + kv_heads) * dim :], v)  # v is not rotated
+
+
+def test_swiglu_is_silu_of_the_gate_times_up(kernel: WoqKernel) -> None:
+    torch.manual_seed(0)
+    gate_up = torch.randn(300, 2 * 96) * 8  # wide enough for the threaded loop; large gates saturate exp
+    got = kernel.swiglu(gate_up)
+    want = torch.nn.functional.silu(gate_up[:, :96]) * gate_up[:, 96:]
+    torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
+    assert torch.equal(kernel.swiglu(gate_up[:1].contiguous()), got[:1])  # a row alone: the same bits
+
+
+def test_a_product_of_several_weights_equals_each_weight_alone(kernel: WoqKernel) -> None:
+    layers = [
+        WoqLinear(kernel, woq_state(random_groups(rows, 64, bits, seed=rows, symmetric=bits != 5)), bias)
+        for rows, bits, bias in ((12, 5, torch.randn(12)), (8, 5, torch.randn(8)), (7, 8, None))
+    ]
+    x = torch.randn(5, 64)
+    together = kernel.linear(x, WoqProduct.of([(layer.weight(), layer.bias) for layer in layers]))
+    assert torch.equal(together, torch.cat([layer(x) for layer in layers], dim=-1))
+    narrow = WoqLinear(kernel, woq_state(random_groups(4, 32, 8, seed=0, symmetric=True)), None)
+    with pytest.raises(ValueError, match="one width"):
+        WoqProduct.of([(layers[0].weight(), None), (narrow.weight(), None)])
+
+
+def test_the_packed_qwen2_qualifies_and_a_float64_one_does_not(packed: torch.nn.Module, kernel: WoqKernel) -> None:
+    assert qualifies(packed, kernel)
+    assert native_pass(packed, kernel) is not None
+    assert not qualifies(make_tiny_qwen2(vocab_size=512, seed=1), kernel)  # float64, dense matrices
+
+
+def transformers_logits(model: torch.nn.Module, prompt: list[int], tokens: list[int]) -> torch.Tensor:
+    """The same pass through transformers' module tree (the native pass set aside for the call)."""
+    kv = PrefixKV()
+    prefill(model, kv, prompt)
+    kv.append(prompt)
+    saved = _PASSES.get(model)
+    _PASSES[model] = None
+    try:
+        return forward(model, kv, tokens)
+    finally:
+        _PASSES[model] = saved
+
+
+def test_the_native_pass_computes_what_transformers_forward_computes(packed: torch.nn.Module) -> None:
+    prompt, tokens = [5, 17, 300, 42, 42, 9, 77, 1], [8, 300, 2, 41]
+    kv = PrefixKV()
+    prefill(packed, kv, prompt)
+    kv.append(prompt)
+    got = forward(packed, kv, tokens)
+    want = transformers_logits(packed, prompt, tokens)
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4 * want.abs().max().item())
+    assert len(kv.cache.layers[0].keys[0, 0]) == len(prompt) + len(tokens)  # the cache grew by the pass
+
+
+def test_every_row_of_a_wide_pass_equals_that_row_in_a_one_token_pass(packed: torch.nn.Module) -> None:
+    rng = random.Random(3)
+    prompt = [rng.randrange(512) for _ in range(40)]
+    tokens = [rng.randrange(512) for _ in range(7)]
+    kv = PrefixKV()
+    prefill(packed, kv, prompt)
+    kv.append(prompt)
+    wide = forward(packed, kv, tokens, list(range(40, 47)), torch.tril(torch.ones(7, 7, dtype=torch.bool)))
+    kv.cache.crop(-len(tokens))  # the pass's entries (the ids are the caller's: the prompt's still)
+    for j, token in enumerate(tokens):
+        one = forward(packed, kv, [token])
+        kv.append([token])
+        assert torch.equal(one[0], wide[j]), f"row {j}"
