@@ -30,22 +30,21 @@ CPU_COST: tuple[tuple[int, float], ...] = (
     (16, 1.87),
     (32, 2.7),
 )
-# The same model on its GGUF's codes through the native kernel (decoder/woq_kernel.cpp), same machine and method,
-# best of 9 after an 800-token context: the kernel decodes each weight once per block of 4 rows of the pass, so a
-# fifth row costs a second sweep. One table serves both embedded models and both GGUF kernels: ATen's int4 planes
-# (the fallback) measured within 0.1 of these at every size but 6 (2.6: its own blocks of 4 rows), the 1.5B's
-# relative costs within 0-9% of the 0.5B's (docs/benchmarks.md); the start-up timing (CostModel.blended) and the
-# live passes correct the rest.
+# The same model on its GGUF's codes through the native pass (decoder/native_pass.py and its kernels), same
+# machine, best of 9 after an 800-token context (2 threads; docs/benchmarks.md, session 11): a one-token pass
+# reads the weights at the memory's speed, while each further row costs its own integer dot products (the
+# kernel decodes each weight once per block of 4 rows; a fifth row starts a second sweep), so wide passes are
+# relatively dear. The start-up timing (CostModel.blended) and the live passes correct it per machine and model.
 PACKED_CPU_COST: tuple[tuple[int, float], ...] = (
     (1, 1.0),
-    (2, 1.2),
-    (3, 1.35),
-    (4, 1.55),
-    (5, 2.05),  # blocks of 4 rows: a fifth row starts a second sweep over the weights
-    (8, 2.6),
-    (12, 3.7),
-    (16, 4.8),
-    (32, 9.0),
+    (2, 1.42),
+    (3, 1.84),
+    (4, 2.09),
+    (5, 2.77),  # blocks of 4 rows: a fifth row starts a second sweep over the weights
+    (8, 3.85),
+    (12, 5.68),
+    (16, 7.45),
+    (32, 14.4),
 )
 # A GPU at batch 1 is memory-bound: a pass of 64 tokens costs about as much as one of 1.
 GPU_COST: tuple[tuple[int, float], ...] = ((1, 1.0), (64, 1.08), (256, 1.6))
