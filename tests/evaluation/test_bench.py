@@ -68,6 +68,11 @@ def test_eval_end_to_end_writes_scored_completions(tiny_model_dir: Path, tmp_pat
     # 5 s after the key, every completion is out of time at its first step: what the daemon shows is a prefix
     for shown, full in zip(by_variant["stop+trim+deadlines"], by_variant["stop+trim"], strict=True):
         assert full.startswith(shown.rstrip()) or not shown.strip()
+    on = tmp_path / "on"
+    assert main([*argv, "--max-new-tokens", "8", "--workspace", "on", "--out", str(on)]) == 0
+    data = json.loads((on / "eval.json").read_text())
+    assert len(data["completions"]) == 6  # 2 holes x workspace on only x 3 variants
+    assert {row["workspace"] for row in data["summary"]} == {True}
 
 
 def test_parse_decoders_puts_greedy_first_and_expands_names() -> None:
