@@ -83,7 +83,7 @@ class NativePass:
         kernel, n, d = self.kernel, len(tokens), self.head_dim
         q_width, kv_width = self.heads * d, self.kv_heads * d
         ids = torch.tensor([list(tokens)], dtype=torch.long)
-        residual = self.embed(ids)[0].float().contiguous()  # (n, hidden): the residual stream, summed in place
+        residual = self.embed(ids)[0].float().clone()  # (n, hidden): the residual stream, summed in place
         cos, sin = self.rotary(residual, torch.tensor([list(positions)], dtype=torch.long))
         cos, sin = cos[0].float().contiguous(), sin[0].float().contiguous()
         keys = (plan.prefix, plan.start, plan.extra)
