@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from lookahead_lsp.decoder.kv import PrefixKV
-from lookahead_lsp.decoder.native_pass import native_pass
+from lookahead_lsp.decoder.native_pass import head_dim, native_pass
 from lookahead_lsp.decoder.packed_model import is_packed
 from lookahead_lsp.decoder.policy import CostModel
 from lookahead_lsp.decoder.row_attention import plan_keys, plan_rows
@@ -80,10 +80,8 @@ def preemptible(model: torch.nn.Module, kv: PrefixKV, cancel: CancelToken | None
 def native_attention(model: torch.nn.Module) -> WoqKernel | None:
     """The native kernels where ``model``'s decoding passes take their row attention: built, the model float32
     and its heads a multiple of 16 wide; else None (:mod:`decoder.row_attention`'s flash-kernel plan)."""
-    config = getattr(model, "config", None)
-    heads = getattr(config, "num_attention_heads", 0) or 1
-    head_dim = getattr(config, "head_dim", None) or getattr(config, "hidden_size", 0) // heads
-    if _dtype(model) != torch.float32 or head_dim <= 0 or head_dim % 16:
+    width = head_dim(getattr(model, "config", None))
+    if _dtype(model) != torch.float32 or width <= 0 or width % 16:
         return None
     return native_kernel()
 
@@ -104,10 +102,9 @@ def forward(
     logits of the last token only (prefill: the vocabulary projection is a large part of a pass).
     """
     device = next(model.parameters()).device
-    input_ids = torch.tensor([list(tokens)], dtype=torch.long, device=device)
     past = kv.cache.get_seq_length()
     rows = list(positions) if positions is not None else list(range(past, past + len(tokens)))
-    kwargs: dict[str, object] = {"position_ids": torch.tensor([rows], dtype=torch.long, device=device)}
+    kwargs: dict[str, object] = {}
     if not last_only and device.type == "cpu":  # a decoding pass: the same arithmetic per row in every pass
         kernel = native_attention(model)
         if kernel is None:
@@ -119,6 +116,8 @@ def forward(
                 with torch.inference_mode():
                     return native(kv.cache, tokens, rows, plan)
             kwargs["row_plan"] = plan
+    input_ids = torch.tensor([list(tokens)], dtype=torch.long, device=device)
+    kwargs["position_ids"] = torch.tensor([rows], dtype=torch.long, device=device)
     if mask is not None:
         dtype = model.dtype if isinstance(model.dtype, torch.dtype) else torch.float32
         full = torch.zeros((1, 1, len(tokens), past + len(tokens)), dtype=dtype, device=device)

@@ -42,6 +42,12 @@ class NativeLayer:
     down: WoqProduct
 
 
+def head_dim(config: Any) -> int:
+    """The width of one attention head in a transformers config (``head_dim``, else hidden size / heads)."""
+    heads = getattr(config, "num_attention_heads", 0) or 1
+    return int(getattr(config, "head_dim", None) or getattr(config, "hidden_size", 0) // heads)
+
+
 def _product(*linears: torch.nn.Module) -> WoqProduct:
     """The linears (all :class:`WoqLinear`, checked by :func:`native_pass`) as one product, outputs side by side."""
     return WoqProduct.of([(linear.weight(), linear.bias) for linear in linears if isinstance(linear, WoqLinear)])
@@ -55,7 +61,7 @@ class NativePass:
         self.kernel = kernel
         self.heads = int(config.num_attention_heads)
         self.kv_heads = int(config.num_key_value_heads)
-        self.head_dim = int(getattr(config, "head_dim", None) or config.hidden_size // self.heads)
+        self.head_dim = head_dim(config)
         self.scale = float(self.head_dim**-0.5)
         self.eps = float(config.rms_norm_eps)
         inner = model.model
