@@ -22,11 +22,13 @@ from lookahead_lsp.decoder.forward import forward
 from lookahead_lsp.decoder.kv import PrefixKV, common_prefix_len
 from lookahead_lsp.decoder.packed_model import is_packed
 from lookahead_lsp.decoder.policy import AcceptanceModel, CostModel, default_jacobi, default_verify, select
-from lookahead_lsp.decoder.steps import Generation, drive, pick, warm
+from lookahead_lsp.decoder.steps import Generation, argmax, drive, pick, warm
 from lookahead_lsp.decoder.tree import TokenTree, build_tree, verify
 from lookahead_lsp.decoder.types import CancelToken, DecodeRequest, DecodeResult
 
 log = logging.getLogger(__name__)
+
+PROBE_EVERY = 4  # a source that cannot pay now is still asked every this many steps
 
 
 @dataclass
@@ -102,6 +104,7 @@ class _Run:
             self.sources.append(self.pool)
         self.chains: list[list[int]] = [[] for _ in range(self.cfg.window if self.cfg.jacobi else 0)]
         self.shadows: list[tuple[Draft, int]] = []  # drafts not verified, each with where it would have started
+        self.max_tokens = max(self.g, 1) * self.cfg.longest_draft  # draft tokens one pass may verify
 
     def extend(self, tokens: Sequence[int]) -> None:
         self.context.extend(tokens)
@@ -134,8 +137,14 @@ class _Run:
 
     # --- drafting -------------------------------------------------------------------------------------
     def drafts(self) -> list[Draft]:
+        """This step's drafts from every source that could pay for its tokens now (and, every PROBE_EVERY-th
+        step, from the others too: their drafts, followed as shadows, are how a source comes back)."""
         found: list[Draft] = []
+        floor = self.d.cost.break_even(self.max_tokens)
+        probe = self.gen.stats.steps % PROBE_EVERY == 0
         for source in self.sources:
+            if not probe and self.d.acceptance.ceiling(source.name) <= floor:
+                continue  # a lookup costs about a tenth of a millisecond, a few where the CPU's caches are cold
             try:
                 found.extend(source.lookup(self.context, self.cfg.longest_draft, self.g))
             except Exception:  # a broken source must never break decoding: drafts are only guesses
@@ -172,11 +181,11 @@ class _Run:
     # --- one step -------------------------------------------------------------------------------------
     def step(self) -> list[int]:
         """One forward pass; returns the new tokens it produced (accepted drafts plus the model's next token)."""
-        cfg, gen, kv = self.cfg, self.gen, self.d.kv
+        gen, kv = self.gen, self.d.kv
         current = gen.tokens[-1]
         g = self.g
         found = self.drafts()
-        selection = select(found, self.d.acceptance, self.d.cost, max(g, 1) * cfg.longest_draft, g)
+        selection = select(found, self.d.acceptance, self.d.cost, self.max_tokens, g)
         ranked = sorted(zip(selection.drafts, selection.probs, strict=True), key=lambda dp: -sum(dp[1]))
         tree = build_tree(current, [(d.tokens, d.source, p) for d, p in ranked])
         start = kv.cache.get_seq_length()
@@ -222,7 +231,7 @@ class _Run:
                 if node < 0:
                     break
                 nodes.append(node)
-            outputs = [int(torch.argmax(logits[n]).item()) for n in nodes]
+            outputs = [argmax(logits[n]) for n in nodes]
             for k in range(len(nodes) - 1):
                 self.pool.add(tree.tokens[nodes[k]], outputs[k:])
             # outputs[k] guesses position start+k+1; the next step's chain starts at start+m+2.

@@ -1,11 +1,11 @@
 """Cost-aware drafting: which draft tokens one lookahead step verifies.
 
-A pass over n tokens costs ``CostModel.cost(n)`` (relative to a one-token pass, measured at start-up); a draft
-token at depth d of a candidate is accepted with a probability estimated online per (source, match length)
-as q**d. The step verifies the prefix of draft tokens, taken in order of probability, that maximises expected
-committed tokens per unit of cost, padded to the cheapest pass size that holds it. On a CPU (a pass of 4-8
-tokens costs about twice a one-token pass) only likely drafts pass; on a GPU nearly all do; where nothing is
-likely to match, the step is plain greedy."""
+A pass over n tokens costs ``CostModel.cost(n)`` (relative to a one-token pass, measured at start-up); the
+token at depth d of a candidate is accepted with probability first * rest**(d-1), both estimated online per
+(source, match length) (``AcceptanceModel``). The step verifies the prefix of draft tokens, taken in order of
+probability, that maximises expected committed tokens per unit of cost, padded to the cheapest pass size that
+holds it. On a CPU (a second row costs about 0.4 of a one-token pass) only likely drafts pass; on a GPU nearly
+all do; where nothing is likely to match, the step is plain greedy, and drafts that cannot pay are not ranked."""
 
 from __future__ import annotations
 
@@ -64,6 +64,8 @@ class CostModel:
     levels: list[float] = field(default_factory=list)  # live correction per timed size: observed / table
     one_token_seconds: float | None = None  # running mean of observed one-token passes
     adaptive: bool = True  # False: :meth:`observe` changes nothing (a fixed table, as tests want)
+    _changes: int = field(default=0, repr=False, compare=False)  # counts the live corrections (keys the memo)
+    _costs: tuple[tuple[int, int], list[float]] | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if len(self.levels) != len(self.points):
@@ -86,6 +88,7 @@ class CostModel:
         badly at start-up is put right by the passes of that size, and the shape the others show is kept."""
         if not self.adaptive:
             return
+        self._changes += 1
         if n <= 1:
             base = self.one_token_seconds
             self.one_token_seconds = seconds if base is None else base + weight * (seconds - base)
@@ -136,6 +139,36 @@ class CostModel:
     def cost(self, n: int) -> float:
         return self.interpolated(self.pass_size(n))
 
+    def costs(self, n_max: int) -> list[float]:
+        """``[cost(n) for n in 0 .. n_max]`` (0 for n = 0) in one sweep: what one step's selection asks of a
+        table that the live passes change after every step (kept until the next change)."""
+        key = (self._changes, n_max)
+        if self._costs is None or self._costs[0] != key:
+            self._costs = (key, self._sweep(n_max))
+        return self._costs[1]
+
+    def _sweep(self, n_max: int) -> list[float]:
+        timed = [(x, self.interpolated(x)) for x, _ in self.points]
+        out = [0.0] * (n_max + 1)
+        cheapest_above, i = float("inf"), len(timed) - 1
+        for n in range(n_max, 0, -1):
+            while i >= 0 and timed[i][0] > n:
+                cheapest_above = min(cheapest_above, timed[i][1])
+                i -= 1
+            out[n] = min(self.interpolated(n), cheapest_above)
+        return out
+
+    def break_even(self, n_max: int) -> float:
+        """The acceptance probability at or below which no draft tokens, up to ``n_max`` of them, pay their pass.
+
+        No node of a draft tree is likelier than the best per-token probability q among its drafts, so a pass
+        of n + 1 tokens commits at most 1 + n q of them; it beats a one-token pass only where
+        q > (cost(n + 1) - 1) / n for some n. Drafts all at or below this floor need not be ranked (and a
+        source whose drafts cannot rise above it need not be asked)."""
+        costs = self.costs(n_max + 1)
+        one = self.interpolated(1)
+        return max(0.0, min((costs[n + 1] - one) / n for n in range(1, n_max + 1)))
+
     def blended(self, prior: CostModel, share: float | None = None) -> CostModel:
         """This table (a start-up timing) pulled towards ``prior`` (the device's default table) by ``share``.
 
@@ -176,6 +209,7 @@ PRIORS: dict[str, tuple[float, ...]] = {
     "jacobi": (0.15, 0.15, 0.15, 0.15),
 }
 DEFAULT_PRIOR = (0.25, 0.35, 0.45, 0.55)
+MATCH_BUCKETS = len(DEFAULT_PRIOR)  # match lengths 1, 2, 3 and 4 or more
 
 # The verification set size G where the lookahead configuration leaves it open. Measured on this 2-core CPU
 # (docs/benchmarks.md): G=1 (one chain a step, no tree) 2.18x greedy overall, G=2 2.20x, G=8 2.08x on oneDNN
@@ -202,53 +236,101 @@ def default_verify(cost: CostModel) -> int:
     return G_WHERE_WIDTH_IS_CHEAP if cost.cost(8) <= WIDTH_IS_CHEAP else G_WHERE_WIDTH_IS_DEAR
 
 
-PRIOR_WEIGHT = 8.0
+PRIOR_WEIGHT = 8.0  # pseudo-observations of a prior behind the long-run estimates
 
 
-LOCAL_WEIGHT = 3.0  # pseudo-tokens of evidence behind the long-run estimate within one generation
+LOCAL_WEIGHT = 2.0  # pseudo-observations of the long-run estimate behind this generation's own evidence
+# Each new observation of a source keeps this share of the weight of its earlier ones in this generation: drafts
+# come right in runs (a block being copied) and then stop coming right, so what the last few drafts did says
+# more about the next one than a run of hits some steps ago.
+LOCAL_DECAY = 0.8
+Q_MAX = 0.98
+
+
+@dataclass
+class _Tally:
+    """Evidence about drafts: how many were checked and how many had their first token right (``first``), and
+    how many tokens after a right first token were checked and right (``rest``)."""
+
+    first_tried: float = 0.0
+    first_right: float = 0.0
+    rest_tried: float = 0.0
+    rest_right: float = 0.0
+
+    def add(self, offered: int, accepted: int, keep: float = 1.0) -> None:
+        """One draft of which ``offered`` tokens were checked matched its first ``accepted``; earlier evidence
+        keeps the share ``keep`` of its weight."""
+        self.first_tried = self.first_tried * keep + 1.0
+        self.first_right = self.first_right * keep + (1.0 if accepted > 0 else 0.0)
+        self.rest_tried *= keep
+        self.rest_right *= keep
+        if accepted > 0:
+            self.rest_tried += min(accepted + 1, offered) - 1
+            self.rest_right += accepted - 1
+
+
+def _shrunk(right: float, tried: float, prior: float, weight: float) -> float:
+    return (right + prior * weight) / (tried + weight)
 
 
 @dataclass
 class AcceptanceModel:
-    """Online estimate of a draft token's acceptance probability per (source, match-length bucket).
+    """Online estimates, per (source, match-length bucket), of the probability that a draft's first token is
+    accepted and that each later token is, given the ones before it were.
 
-    The long-run estimate (all generations) is calibrated per source by this generation's own evidence:
-    code the workspace resembles accepts far more than code nothing resembles, and a few misses in a row
-    should make the next steps plain greedy ones. :meth:`begin` starts a generation."""
+    Drafts from copying come right in runs: the first token is the gate (a draft is the right text or not),
+    and once it is passed the following tokens mostly are too. One probability for every token taught
+    the old model the wrong thing from a run: ten tokens right counted as ten hits against one miss per
+    wrong draft, so after a run it expected 10.8 tokens of 11-token drafts that then missed at the first
+    token, pass after wide pass. Here each draft is one observation of its first token, and only the tokens
+    after a right first token inform the rest.
 
-    tried: dict[tuple[str, int], float] = field(default_factory=dict)
-    accepted: dict[tuple[str, int], float] = field(default_factory=dict)
-    local_expected: dict[str, float] = field(default_factory=dict)  # this generation: sum of q over tried tokens
-    local_accepted: dict[str, float] = field(default_factory=dict)
+    The long-run estimates (all generations) start from the source's prior (``PRIORS``; the rest from its
+    longest-match prior: a token after a right one extends the match) and are pulled towards this
+    generation's recent evidence for the source (decaying by ``LOCAL_DECAY`` per observation, weighed against
+    ``LOCAL_WEIGHT`` pseudo-observations of the long-run value): code the workspace resembles accepts far
+    more than code nothing resembles, and a few misses in a row make the next steps plain greedy ones.
+    :meth:`begin` starts a generation."""
+
+    long: dict[tuple[str, int], _Tally] = field(default_factory=dict)
+    local: dict[str, _Tally] = field(default_factory=dict)  # this generation, per source, recent first
 
     def begin(self) -> None:
-        self.local_expected.clear()
-        self.local_accepted.clear()
+        self.local.clear()
 
     @staticmethod
     def key(draft: Draft) -> tuple[str, int]:
-        return draft.source, min(max(draft.match_len, 1), 4)
+        return draft.source, min(max(draft.match_len, 1), MATCH_BUCKETS)
 
-    def long_run(self, draft: Draft) -> float:
+    def first(self, draft: Draft) -> float:
+        """The probability that the draft's first token is accepted."""
+        return self._first(*self.key(draft))
+
+    def rest(self, draft: Draft) -> float:
+        """The probability that a later token of the draft is accepted, given the ones before it were."""
         source, bucket = self.key(draft)
-        prior = PRIORS.get(source, DEFAULT_PRIOR)[bucket - 1]
-        tried = self.tried.get((source, bucket), 0.0)
-        acc = self.accepted.get((source, bucket), 0.0)
-        return (acc + prior * PRIOR_WEIGHT) / (tried + PRIOR_WEIGHT)
+        priors = PRIORS.get(source, DEFAULT_PRIOR)
+        t = self.long.get((source, bucket), _Tally())
+        long_run = _shrunk(t.rest_right, t.rest_tried, priors[-1], PRIOR_WEIGHT)
+        mine = self.local.get(source, _Tally())
+        return min(Q_MAX, _shrunk(mine.rest_right, mine.rest_tried, long_run, LOCAL_WEIGHT))
 
-    def q(self, draft: Draft) -> float:
-        expected = self.local_expected.get(draft.source, 0.0)
-        calibration = (self.local_accepted.get(draft.source, 0.0) + LOCAL_WEIGHT) / (expected + LOCAL_WEIGHT)
-        return min(0.98, self.long_run(draft) * calibration)
+    def _first(self, source: str, bucket: int) -> float:
+        t = self.long.get((source, bucket), _Tally())
+        long_run = _shrunk(t.first_right, t.first_tried, PRIORS.get(source, DEFAULT_PRIOR)[bucket - 1], PRIOR_WEIGHT)
+        mine = self.local.get(source, _Tally())
+        return min(Q_MAX, _shrunk(mine.first_right, mine.first_tried, long_run, LOCAL_WEIGHT))
+
+    def ceiling(self, source: str) -> float:
+        """The highest probability any draft of ``source`` would now get for its first token (best match)."""
+        return max(self._first(source, bucket) for bucket in range(1, MATCH_BUCKETS + 1))
 
     def observe(self, draft: Draft, offered: int, accepted: int) -> None:
         """A draft of which ``offered`` tokens were verified matched its first ``accepted`` tokens."""
-        k = self.key(draft)
-        tried = min(accepted + 1, offered)
-        self.local_expected[draft.source] = self.local_expected.get(draft.source, 0.0) + tried * self.long_run(draft)
-        self.local_accepted[draft.source] = self.local_accepted.get(draft.source, 0.0) + accepted
-        self.tried[k] = self.tried.get(k, 0.0) + tried
-        self.accepted[k] = self.accepted.get(k, 0.0) + accepted
+        if offered <= 0:
+            return
+        self.long.setdefault(self.key(draft), _Tally()).add(offered, accepted)
+        self.local.setdefault(draft.source, _Tally()).add(offered, accepted, LOCAL_DECAY)
 
 
 @dataclass
@@ -261,17 +343,18 @@ class Selection:
 def node_probabilities(drafts: Sequence[Draft], acceptance: AcceptanceModel) -> dict[tuple[int, ...], float]:
     """The probability that each draft-tree node (a token prefix) is accepted.
 
-    A node's token is accepted with the best per-token probability q of the drafts through it, given its
-    parent. Siblings exclude each other (the model picks one token), so the i-th most likely child of a node
-    counts only when the ones before it missed: q_i * prod(1 - q_j for j < i). Along a path the conditional
-    probabilities multiply, so a node is never likelier than its parent.
+    A node's token is accepted with the best probability q of the drafts through it, given its parent: a
+    draft's first-token probability at depth 1, its later-token probability deeper. Siblings exclude each
+    other (the model picks one token), so the i-th most likely child of a node counts only when the ones
+    before it missed: q_i * prod(1 - q_j for j < i). Along a path the conditional probabilities multiply, so
+    a node is never likelier than its parent.
     """
     q_of: dict[tuple[int, ...], float] = {}
     for draft in drafts:
-        q = acceptance.q(draft)
+        first, rest = acceptance.first(draft), acceptance.rest(draft)
         for d in range(1, len(draft.tokens) + 1):
             key = draft.tokens[:d]
-            q_of[key] = max(q_of.get(key, 0.0), q)
+            q_of[key] = max(q_of.get(key, 0.0), first if d == 1 else rest)
     children: dict[tuple[int, ...], list[tuple[int, ...]]] = {}
     for key in q_of:
         children.setdefault(key[:-1], []).append(key)
@@ -303,18 +386,21 @@ def select(
     verifies anything is then filled with the next most likely tokens up to the size the cost model says
     is no dearer (padding is free there).
     """
+    if not drafts or max(acceptance.first(d) for d in drafts) <= cost.break_even(max(max_tokens, 1)):
+        return Selection([], [], 1.0)  # nothing could pay: a plain greedy step, without ranking anything
     if max_drafts is not None and len(drafts) > max_drafts:
         nodes = node_probabilities(drafts, acceptance)
         worth = [sum(nodes[d.tokens[: i + 1]] for i in range(len(d.tokens))) for d in drafts]
         # Equal worth (the same tokens from two sources): the source more likely right stands for them.
-        ranked = sorted(range(len(drafts)), key=lambda i: (-worth[i], -acceptance.q(drafts[i])))[: max(max_drafts, 1)]
-        drafts = [drafts[i] for i in sorted(ranked)]
+        ranked = sorted(range(len(drafts)), key=lambda i: (-worth[i], -acceptance.first(drafts[i])))
+        drafts = [drafts[i] for i in sorted(ranked[: max(max_drafts, 1)])]
     nodes = node_probabilities(drafts, acceptance)
     order = sorted(nodes.items(), key=lambda kv: (-kv[1], len(kv[0])))[:max_tokens]
+    costs = cost.costs(len(order) + 1)
     best_n, best_rate, expected = 0, 1.0 / cost.interpolated(1), 1.0
     for n, (_, p) in enumerate(order, start=1):
         expected += p
-        rate = expected / cost.cost(n + 1)
+        rate = expected / costs[n + 1]
         if rate > best_rate:
             best_n, best_rate = n, rate
     if best_n:

@@ -17,10 +17,20 @@ from lookahead_lsp.decoder.kv import PrefixKV
 from lookahead_lsp.decoder.types import CancelToken, DecodeRequest, DecodeResult, DecodeStats, FinishReason
 
 
+def argmax(logits: torch.Tensor) -> int:
+    """The index of the largest of one position's logits, the first of equal ones (as ``torch.argmax``).
+
+    On a CPU through numpy: torch's reduction over a vocabulary of 152k float32 logits takes 130-270 us there,
+    numpy's about 13 us, and every decoding step picks at least once."""
+    if logits.device.type == "cpu" and logits.dtype in (torch.float32, torch.float64) and not logits.requires_grad:
+        return int(logits.numpy().argmax())
+    return int(torch.argmax(logits).item())
+
+
 def pick(logits: torch.Tensor, allowed: Sequence[int] | None) -> int:
     """Greedy choice from one position's logits, restricted to ``allowed`` ids when given."""
     if not allowed:  # None: no constraint; empty: none of the ids fits, so the model's own choice
-        return int(torch.argmax(logits).item())
+        return argmax(logits)
     ids = torch.as_tensor(list(allowed), dtype=torch.long, device=logits.device)
     return int(ids[torch.argmax(logits.index_select(0, ids))].item())
 

@@ -35,16 +35,18 @@ def test_cpu_verifies_less_than_gpu():
     cpu_tokens = sum(len(d.tokens) for d in cpu.drafts)
     gpu_tokens = sum(len(d.tokens) for d in gpu.drafts)
     assert cpu_tokens < gpu_tokens
-    assert cpu_tokens < len(drafts)  # on a CPU not even the first token of each weak draft is worth its share
+    # where a second row costs 0.42 of a pass (the native kernel), a draft found on a one-token match is worth none
+    packed = select(drafts, AcceptanceModel(), CostModel.for_device("cpu", packed=True), 56)
+    assert packed.drafts == [] and packed.expected_tokens == 1.0
 
 
 def test_acceptance_learns_from_misses():
     model = AcceptanceModel()
     draft = Draft((1, 2, 3), "workspace", 2)
-    before = model.q(draft)
+    before = model.first(draft)
     for _ in range(50):
         model.observe(draft, offered=3, accepted=0)
-    assert model.q(draft) < before / 3
+    assert model.first(draft) < before / 3
 
 
 @pytest.mark.parametrize("n", [1, 3, 8, 20, 100])
@@ -124,12 +126,12 @@ def test_misses_in_this_generation_lower_acceptance_at_once():
     for _ in range(30):  # long-run: this source is usually right
         model.observe(draft, offered=3, accepted=3)
     model.begin()
-    confident = model.q(draft)
+    confident = model.first(draft)
     for _ in range(4):
         model.observe(draft, offered=3, accepted=0)
-    assert model.q(draft) < confident * 0.5
+    assert model.first(draft) < confident * 0.5
     model.begin()  # a new generation starts from the long-run estimate again
-    assert model.q(draft) > confident * 0.8
+    assert model.first(draft) > confident * 0.8
 
 
 def test_g_by_device_and_max_drafts():
@@ -159,7 +161,7 @@ def test_the_same_draft_from_two_sources_counts_at_its_likelier_source():
     poor, good = Draft(tuple(range(7)), "prompt", 4), Draft(tuple(range(7)), "workspace", 4)
     for _ in range(3):
         acceptance.observe(poor, offered=7, accepted=0)
-    assert acceptance.q(poor) < acceptance.q(good)
+    assert acceptance.first(poor) < acceptance.first(good)
     picked = select([poor, good], acceptance, CostModel(CPU_COST, adaptive=False), 7, max_drafts=1)
     assert [d.source for d in picked.drafts] == ["workspace"]
 
