@@ -6,9 +6,8 @@ from collections.abc import Sequence
 
 import torch
 
-from lookahead_lsp.decoder.forward import forward
 from lookahead_lsp.decoder.kv import PrefixKV
-from lookahead_lsp.decoder.steps import Generation, drive, pick, warm
+from lookahead_lsp.decoder.steps import Generation, drive, plain_step, warm
 from lookahead_lsp.decoder.types import CancelToken, DecodeRequest, DecodeResult
 
 
@@ -39,11 +38,4 @@ class _GreedyStep:
         pass
 
     def step(self) -> list[int]:
-        token = self.gen.tokens[-1]
-        logits = forward(self.decoder.model, self.decoder.kv, [token])[-1]
-        self.decoder.kv.append([token])
-        stats = self.gen.stats
-        stats.steps += 1
-        stats.tokens_in_passes += 1
-        stats.accepted_per_step.append(1)
-        return [pick(logits, self.gen.allowed())]
+        return [plain_step(self.decoder.model, self.decoder.kv, self.gen)]

@@ -22,7 +22,7 @@ from lookahead_lsp.decoder.forward import forward
 from lookahead_lsp.decoder.kv import PrefixKV, common_prefix_len
 from lookahead_lsp.decoder.packed_model import is_packed
 from lookahead_lsp.decoder.policy import AcceptanceModel, CostModel, default_jacobi, default_verify, select
-from lookahead_lsp.decoder.steps import Generation, argmax, drive, pick, warm
+from lookahead_lsp.decoder.steps import Generation, argmax, drive, pick, plain_step, warm
 from lookahead_lsp.decoder.tree import TokenTree, build_tree, verify
 from lookahead_lsp.decoder.types import CancelToken, DecodeRequest, DecodeResult
 
@@ -186,6 +186,12 @@ class _Run:
         g = self.g
         found = self.drafts()
         selection = select(found, self.d.acceptance, self.d.cost, self.max_tokens, g)
+        if not selection.drafts and not self.chains:  # nothing worth verifying: the greedy decoder's step
+            started = time.perf_counter()
+            token = plain_step(self.d.model, kv, gen)
+            self.d.cost.observe(1, time.perf_counter() - started)
+            self._shadow(found, [])
+            return [token]
         ranked = sorted(zip(selection.drafts, selection.probs, strict=True), key=lambda dp: -sum(dp[1]))
         tree = build_tree(current, [(d.tokens, d.source, p) for d, p in ranked])
         start = kv.cache.get_seq_length()

@@ -12,7 +12,7 @@ from typing import Protocol
 
 import torch
 
-from lookahead_lsp.decoder.forward import Preempted, preemptible, prefill
+from lookahead_lsp.decoder.forward import Preempted, forward, preemptible, prefill
 from lookahead_lsp.decoder.kv import PrefixKV
 from lookahead_lsp.decoder.types import CancelToken, DecodeRequest, DecodeResult, DecodeStats, FinishReason
 
@@ -33,6 +33,20 @@ def pick(logits: torch.Tensor, allowed: Sequence[int] | None) -> int:
         return argmax(logits)
     ids = torch.as_tensor(list(allowed), dtype=torch.long, device=logits.device)
     return int(ids[torch.argmax(logits.index_select(0, ids))].item())
+
+
+def plain_step(model: torch.nn.Module, kv: PrefixKV, gen: Generation) -> int:
+    """One greedy step: a pass over the last committed token, its cache entry kept; the model's next token.
+
+    The greedy decoder's every step, and a lookahead step with nothing worth verifying."""
+    token = gen.tokens[-1]
+    logits = forward(model, kv, [token])[-1]
+    kv.append([token])
+    stats = gen.stats
+    stats.steps += 1
+    stats.tokens_in_passes += 1
+    stats.accepted_per_step.append(1)
+    return pick(logits, gen.allowed())
 
 
 class Generation:

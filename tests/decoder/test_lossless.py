@@ -10,8 +10,8 @@ import torch
 
 from lookahead_lsp.decoder.drafts import Draft, TokenIndex
 from lookahead_lsp.decoder.greedy import GreedyDecoder
-from lookahead_lsp.decoder.lookahead import LookaheadConfig, LookaheadDecoder
-from lookahead_lsp.decoder.policy import CPU_COST, GPU_COST, CostModel
+from lookahead_lsp.decoder.lookahead import PROBE_EVERY, LookaheadConfig, LookaheadDecoder
+from lookahead_lsp.decoder.policy import CPU_COST, GPU_COST, PACKED_CPU_COST, CostModel
 from lookahead_lsp.decoder.types import CancelToken, DecodeRequest
 from tests.tiny_model import make_tiny_qwen2
 
@@ -20,6 +20,7 @@ CONFIGS = [(1, 8, 8), (1, 8, 1), (1, 8, 4), (8, 8, 8), (2, 4, 2), (0, 3, 3), (1,
 # fixed tables (no live correction from this machine's timings):
 GPU = CostModel(GPU_COST, adaptive=False)  # every draft token is worth verifying: exercises big trees on the CPU
 CPU = CostModel(CPU_COST, adaptive=False)
+PACKED = CostModel(PACKED_CPU_COST, adaptive=False)  # the native kernel's: a second row costs 0.42 of a pass
 
 
 @pytest.fixture(scope="module")
@@ -242,6 +243,36 @@ def test_a_source_out_of_favour_is_verified_again_once_it_proves_right(model):
     assert got.stats.accepted_per_step[0] == 1  # not trusted at first
     assert got.stats.hits_by_source["workspace"] > 0
     assert got.stats.steps < len(want) // 2
+
+
+class Counting(Perturbed):
+    """A Perturbed source that counts how often it is asked."""
+
+    def __init__(self, prompt: Sequence[int], answer: Sequence[int], mode: str) -> None:
+        super().__init__(prompt, answer, mode)
+        self.calls = 0
+
+    def lookup(self, context: Sequence[int], max_len: int, max_count: int) -> list[Draft]:
+        self.calls += 1
+        return super().lookup(context, max_len, max_count)
+
+
+def test_a_source_that_cannot_pay_is_asked_only_every_few_steps(model):
+    """Where a second row costs 0.42 of a pass, a source whose drafts keep missing falls below the floor at
+    which any of its drafts could pay within a few steps; from then on it is asked only every PROBE_EVERY-th
+    step (its drafts, followed as shadows, are how it could come back), and the output is greedy's. A source
+    that is right is asked at every step."""
+    prompt = prompts(1, seed=13)[0]
+    want = greedy(model, DecodeRequest(prompt, max_new_tokens=48))
+    cfg = LookaheadConfig(prompt_drafts=False, jacobi=False, verify=1)
+    wrong = Counting(prompt, want, "wrong")
+    got = LookaheadDecoder(model, cfg, PACKED).generate(DecodeRequest(prompt, 48, drafts=[wrong]))
+    assert got.token_ids == want
+    assert got.stats.steps // PROBE_EVERY <= wrong.calls < got.stats.steps // 2
+    right = Counting(prompt, want, "right")
+    got = LookaheadDecoder(model, cfg, PACKED).generate(DecodeRequest(prompt, 48, drafts=[right]))
+    assert got.token_ids == want
+    assert right.calls == got.stats.steps and got.stats.steps < len(want) // 2
 
 
 def test_drafts_longer_than_the_ngram(model):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import time
 
 import pytest
@@ -10,6 +11,7 @@ from lookahead_lsp.decoder.drafts import Draft
 from lookahead_lsp.decoder.lookahead import LookaheadConfig, LookaheadDecoder
 from lookahead_lsp.decoder.policy import (
     CPU_COST,
+    PACKED_CPU_COST,
     AcceptanceModel,
     CostModel,
     default_jacobi,
@@ -179,3 +181,70 @@ def test_a_start_up_timing_is_pulled_towards_the_device_table():
     timed_gpu = CostModel(((1, 1.0), (4, 1.02), (8, 1.05), (16, 1.08)))
     assert default_verify(timed_gpu.blended(gpu)) == 8
     assert timed_gpu.blended(gpu, share=0.0).points == timed_gpu.points
+
+
+PACKED = CostModel(PACKED_CPU_COST, adaptive=False)  # the native kernel's table: a second row costs 0.42 of a pass
+
+
+def test_a_run_of_right_tokens_is_one_right_draft_and_misses_end_the_trust_at_once():
+    """A copied block: one 11-token draft right to the end, then the same source misses at the first token.
+    The run counts as one right first token (and ten right later ones), so the next draft is likely but no
+    sure thing, and three misses make the source's 11-token drafts not worth a pass on a CPU any more (the old
+    per-token estimate kept expecting 10.8 tokens of them through ten misses in a row)."""
+    acceptance = AcceptanceModel()
+    acceptance.begin()
+    draft = Draft(tuple(range(11)), "suffix", 4)
+    acceptance.observe(draft, offered=11, accepted=11)
+    assert 0.6 < acceptance.first(draft) < 0.9
+    assert acceptance.rest(draft) > acceptance.first(draft)  # past a right first token the rest mostly follows
+    assert select([draft], acceptance, PACKED, 15).drafts  # worth a pass after the run
+    for _ in range(3):
+        acceptance.observe(draft, offered=11, accepted=0)
+    assert acceptance.first(draft) < PACKED.break_even(15)
+    assert select([draft], acceptance, PACKED, 15).drafts == []
+
+
+def test_costs_in_one_sweep_equal_cost_and_follow_the_live_passes():
+    cost = CostModel(((1, 1.0), (2, 1.8), (3, 2.5), (4, 2.0), (8, 2.1), (16, 2.7)))
+    assert cost.costs(40)[1:] == [cost.cost(n) for n in range(1, 41)]
+    cost.observe(1, 0.1)
+    cost.observe(3, 0.4)
+    assert cost.costs(40)[1:] == [cost.cost(n) for n in range(1, 41)]  # not the table before the passes
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_nothing_at_or_below_break_even_is_verified(seed):
+    """break_even is a bound the selection cannot beat: where no draft's first token is likelier than the
+    floor, nothing is verified (the selection returns before ranking); where one is, the ranking decides."""
+    rng = random.Random(seed)
+    cost = CostModel(tuple((n, c * rng.uniform(0.8, 1.2) if n > 1 else c) for n, c in PACKED_CPU_COST), adaptive=False)
+    floor = cost.break_even(15)
+    acceptance = AcceptanceModel()
+    sources = ("prompt", "suffix", "workspace")
+    for _ in range(rng.randrange(0, 30)):  # random evidence: estimates anywhere from cold to hot
+        draft = Draft((0,), rng.choice(sources), rng.randrange(1, 5))
+        offered = rng.randrange(1, 16)
+        acceptance.observe(draft, offered, rng.choice((0, 0, rng.randrange(offered + 1))))
+    drafts = [
+        Draft(tuple(rng.randrange(50) for _ in range(rng.randrange(1, 16))), rng.choice(sources), rng.randrange(1, 5))
+        for _ in range(rng.randrange(1, 4))
+    ]
+    picked = select(drafts, acceptance, cost, 15)
+    if max(acceptance.first(d) for d in drafts) <= floor:
+        assert picked.drafts == [] and picked.expected_tokens == 1.0
+    if picked.drafts:
+        assert max(acceptance.first(d) for d in drafts) > floor
+    # the bound itself, against the ranking it lets the selection skip: the best n tokens of the tree never
+    # pay for a pass of n + 1 when every first token is at or below the floor
+    probs = sorted(node_probabilities(drafts, acceptance).values(), reverse=True)
+    best = max(((1 + sum(probs[:n])) / cost.cost(n + 1) for n in range(1, min(len(probs), 15) + 1)), default=0.0)
+    if max(acceptance.first(d) for d in drafts) <= floor:
+        assert best <= 1.0 + 1e-12
+
+
+def test_a_sure_draft_clears_the_floor():
+    sure = AcceptanceModel()
+    for _ in range(200):
+        sure.observe(Draft(tuple(range(15)), "suffix", 4), offered=15, accepted=15)
+    assert sure.first(Draft((1,), "suffix", 4)) > PACKED.break_even(15)
+    assert select([Draft(tuple(range(15)), "suffix", 4)], sure, PACKED, 15).drafts
