@@ -45,6 +45,7 @@ from lookahead_lsp.decoder.embedded import (
     prepare_embedded,
     prepare_gguf,
 )
+from lookahead_lsp.decoder.isa import bf16_allowed
 from lookahead_lsp.decoder.packed_model import (
     cached_packed_state,
     fill_from_checkpoint,
@@ -155,7 +156,10 @@ def resolve_dtype(dtype: str | torch.dtype, device: torch.device) -> torch.dtype
 
 
 def cpu_has_bf16() -> bool:
-    """Whether this CPU multiplies bfloat16 natively (x86 AVX512-BF16 or AMX-BF16, Arm BF16), per /proc/cpuinfo."""
+    """Whether this CPU multiplies bfloat16 natively (x86 AVX512-BF16 or AMX-BF16, Arm BF16), per /proc/cpuinfo;
+    False under a forced instruction-set level without them (decoder/isa.py)."""
+    if not bf16_allowed():
+        return False
     try:
         with open("/proc/cpuinfo") as cpuinfo:
             for line in cpuinfo:

@@ -1,16 +1,16 @@
 """Linear layers on the GGUF's own codes through the native kernel (decoder/woq_kernel.cpp).
 
-A weight is kept as its integer codes in the narrowest layout that holds them (4-bit nibbles, nibbles plus a
-mask of fifth bits, or bytes: 0.5, 0.625 or 1 byte a weight) with one scale per 32 weights (float16 where that
-is exact, as for every GGUF format with a float16 block scale, else float32) and either one offset per 32
-weights or one zero code for the whole matrix (``offset = -zero * scale``: the symmetric formats). The kernel
-dequantizes every weight exactly (``code * scale + offset`` in float32) once per pass and multiplies float32
-activations: the layer computes the GGUF's own weights at float32 precision, with no rounding of scales or
-activations to bfloat16 (ATen's int4 kernel, decoder/packed_linear.py, rounds both).
+A weight is stored (:func:`woq_state`) as its integer codes in the narrowest layout that holds them (4-bit
+nibbles, nibbles plus a mask of fifth bits, or bytes: 0.5, 0.625 or 1 byte a weight) with one scale per 32
+weights (float16 where that is exact, as for every GGUF format with a float16 block scale, else float32) and
+either one offset per 32 weights or one zero code for the whole matrix (``offset = -zero * scale``: the
+symmetric formats). A layer holds it as the kernel reads it (:class:`WoqWeight`): tiles of 8 rows, group by
+group, each group's 8 scales and offsets next to its codes interleaved four by four, so that one integer dot
+serves 8 rows and a wide pass decodes each weight once. The kernel multiplies the exact codes by activations
+quantized to int8 per 32 (as llama.cpp) and applies each group's scale and offset in float32.
 
 :func:`woq_state` and :func:`groups_from_state` convert between :class:`AffineGroups` and the stored tensors,
-so that one cached state serves both kernels.
-"""
+so that one cached state serves both kernels."""
 
 from __future__ import annotations
 
@@ -119,64 +119,122 @@ def groups_from_state(state: dict[str, torch.Tensor]) -> AffineGroups:
     return AffineGroups(codes, scale, offset.astype(np.float32), layout)  # a layout is named by its code bits
 
 
+SCALE_MODES = {"half-zero": 0, "half-pair": 1, "float-pair": 2, "k-quant": 3}
+"""How a tile-group keeps its 8 rows' scales and offsets (decoder/woq_kernel.cpp's ``Scales``): float16
+scales with ``offset = -zero * scale``; float16 scales and offsets; float32 both; a K-quant's float16 super-block
+values with the group's 6-bit integers."""
+SCALE_BYTES = (16, 32, 64, 48)
+CODE_BYTES = {4: 128, 5: 160, 8: 256}
+LANES = 8  # weight rows in a tile
+SLAB = 4096  # rows tiled at a time: the temporary copies stay small for the largest matrix (the output head)
+
+
+def _tile_codes(codes: np.ndarray, layout: int) -> np.ndarray:
+    """Codes (8 t, cols) as the kernel's tile-groups (t, groups, code bytes): chunk k of a group is 32 bytes,
+    byte 4j+b holding code 4k+b of row j; nibbles: chunks k and k + 4 in one byte (low, high); 5-bit codes:
+    then 32 bytes whose bit k of byte 4j+b is the fifth bit of chunk k's code."""
+    tiles, groups = codes.shape[0] // LANES, codes.shape[1] // GROUP
+    chunks = codes.reshape(tiles, LANES, groups, 8, 4).transpose(0, 2, 3, 1, 4)  # (t, g, k, j, b)
+    if layout == 8:
+        return np.ascontiguousarray(chunks).reshape(tiles, groups, -1)
+    nibbles = chunks & 0x0F
+    packed = (nibbles[:, :, :4] | (nibbles[:, :, 4:] << 4)).reshape(tiles, groups, -1)
+    if layout == 4:
+        return np.ascontiguousarray(packed)
+    fifth = (((chunks >> 4) & 1) << np.arange(8, dtype=np.uint8)[:, None, None]).sum(axis=2, dtype=np.uint8)
+    return np.concatenate([packed, fifth.reshape(tiles, groups, -1)], axis=-1)
+
+
+def _rows(values: np.ndarray, dtype: type) -> np.ndarray:
+    """(8 t, groups) values as (t, groups, 8 * itemsize) bytes: the tile's 8 rows side by side per group."""
+    tiles, groups = values.shape[0] // LANES, values.shape[1]
+    lanes = values.astype(dtype).reshape(tiles, LANES, groups).transpose(0, 2, 1)
+    return np.ascontiguousarray(lanes).view(np.uint8).reshape(tiles, groups, -1)
+
+
+def _scale_mode(state: dict[str, torch.Tensor]) -> int:
+    if "scale_sub" in state:
+        return SCALE_MODES["k-quant"]
+    if state["scale"].dtype != torch.float16:
+        return SCALE_MODES["float-pair"]
+    return SCALE_MODES["half-pair" if "offset" in state else "half-zero"]
+
+
+def _tile_scales(state: dict[str, torch.Tensor], mode: int, rows: slice, groups: int) -> np.ndarray:
+    """The tile-groups' scale bytes of ``rows`` (a whole number of tiles, padded with zeros) of a stored weight."""
+    scale = state["scale"][rows].numpy()
+    if mode == SCALE_MODES["k-quant"]:
+        per = groups // scale.shape[1]
+        parts = [np.repeat(scale, per, axis=1), np.repeat(state["offset"][rows].numpy(), per, axis=1)]
+        lanes = [_rows(_padded(part), np.float16) for part in parts]
+        subs = [_rows(_padded(state[name][rows].numpy()), np.uint8) for name in ("scale_sub", "offset_sub")]
+        return np.concatenate(lanes + subs, axis=-1)
+    if mode == SCALE_MODES["half-zero"]:
+        return _rows(_padded(scale), np.float16)
+    if "offset" in state:
+        offset = state["offset"][rows].numpy()
+    else:  # as the kernel computes it: -zero * scale in float32
+        offset = np.float32(-float(state["zero"])) * scale.astype(np.float32)
+    dtype = np.float16 if mode == SCALE_MODES["half-pair"] else np.float32
+    return np.concatenate([_rows(_padded(scale), dtype), _rows(_padded(offset), dtype)], axis=-1)
+
+
+def _padded(values: np.ndarray) -> np.ndarray:
+    """``values`` with zero rows added up to a whole number of tiles."""
+    extra = -values.shape[0] % LANES
+    return values if extra == 0 else np.concatenate([values, np.zeros((extra, *values.shape[1:]), values.dtype)])
+
+
 @dataclass(frozen=True)
 class WoqWeight:
-    """One weight as the kernel reads it (:func:`woq_state` stores it): ``codes`` in ``layout``, ``scale``
-    (rows, cols / 32) float16 or float32, ``offset`` like it or None (``offset = -zero * scale``); for a K-quant
-    ``subs`` = its uint8 sub-block scales and offsets (rows, cols / 32), ``scale``/``offset`` then float16 per
-    super-block of 256."""
+    """One weight as the kernel reads it: ``tiles`` (uint8) holds, tile of 8 rows by tile, group by group, each
+    tile-group's scales (``mode``: one of :data:`SCALE_MODES`) then its codes (``layout``), as decoder/woq_kernel.cpp
+    describes; ``zero`` gives the offsets of the half-zero mode."""
 
-    codes: torch.Tensor
+    tiles: torch.Tensor
     layout: int
-    scale: torch.Tensor
-    offset: torch.Tensor | None
+    mode: int
     zero: float
-    subs: tuple[torch.Tensor, torch.Tensor] | None = None
+    rows: int
+    groups: int
 
-    @property
-    def rows(self) -> int:
-        return int(self.scale.shape[0])
-
-    @property
-    def groups(self) -> int:
-        return int(self.scale.shape[1] if self.subs is None else self.subs[0].shape[1])
-
-    def arguments(self) -> tuple[int | float | None, ...]:
-        """codes, layout, scale, offset, zero, half, rows, groups (the C functions' common arguments)."""
-        half = int(self.scale.dtype == torch.float16 or self.subs is not None)
-        offset = None if self.offset is None else self.offset.data_ptr()
-        return (
-            self.codes.data_ptr(),
-            self.layout,
-            self.scale.data_ptr(),
-            offset,
-            self.zero,
-            half,
-            self.rows,
-            self.groups,
-        )
-
-    def sub_pointers(self) -> tuple[int | None, int | None]:
-        return (None, None) if self.subs is None else (self.subs[0].data_ptr(), self.subs[1].data_ptr())
+    @classmethod
+    def of(cls, state: dict[str, torch.Tensor]) -> WoqWeight:
+        """The tiles of a :func:`woq_state` (made now, :data:`SLAB` rows at a time)."""
+        layout, cols, rows = int(state["layout"]), int(state["cols"]), int(state["scale"].shape[0])
+        groups, mode = cols // GROUP, _scale_mode(state)
+        block = SCALE_BYTES[mode] + CODE_BYTES[layout]
+        tiles = np.empty(((rows + LANES - 1) // LANES, groups, block), dtype=np.uint8)
+        for first in range(0, rows, SLAB):
+            part = slice(first, min(rows, first + SLAB))
+            codes = _padded(unpack_codes(state["codes"][part], layout, cols))
+            at = slice(first // LANES, first // LANES + codes.shape[0] // LANES)
+            tiles[at, :, : SCALE_BYTES[mode]] = _tile_scales(state, mode, part, groups)
+            tiles[at, :, SCALE_BYTES[mode] :] = _tile_codes(codes, layout)
+        zero = float(state["zero"]) if "zero" in state else 0.0
+        return cls(torch.from_numpy(tiles.reshape(-1)), layout, mode, zero, rows, groups)
 
 
 class WoqJob(ctypes.Structure):
     """One weight of a product as decoder/woq_kernel.cpp's ``Job`` holds it (same fields, same order)."""
 
     _fields_ = [
-        ("codes", ctypes.c_void_p),
-        ("scale", ctypes.c_void_p),
-        ("offset", ctypes.c_void_p),
-        ("scale_sub", ctypes.c_void_p),
-        ("offset_sub", ctypes.c_void_p),
+        ("tiles", ctypes.c_void_p),
         ("bias", ctypes.c_void_p),
         ("layout", ctypes.c_int64),
-        ("half", ctypes.c_int64),
+        ("mode", ctypes.c_int64),
         ("rows", ctypes.c_int64),
         ("groups", ctypes.c_int64),
         ("column", ctypes.c_int64),
         ("zero", ctypes.c_float),
     ]
+
+
+def fill_job(job: WoqJob, weight: WoqWeight, bias: torch.Tensor | None, column: int = 0) -> None:
+    """``job`` describes ``weight`` (and its bias) with its results at output column ``column``."""
+    job.tiles, job.bias = weight.tiles.data_ptr(), None if bias is None else bias.data_ptr()
+    job.layout, job.mode, job.rows, job.groups = weight.layout, weight.mode, weight.rows, weight.groups
+    job.column, job.zero = column, weight.zero
 
 
 @dataclass(frozen=True)
@@ -198,48 +256,35 @@ class WoqProduct:
         jobs = (WoqJob * len(weights))()
         column = 0
         for job, (weight, bias) in zip(jobs, weights, strict=True):
-            codes, layout, scale, offset, zero, half, rows, groups = weight.arguments()
-            scale_sub, offset_sub = weight.sub_pointers()
-            bias_pointer = None if bias is None else bias.data_ptr()
-            job.codes, job.scale, job.offset, job.bias = codes, scale, offset, bias_pointer
-            job.scale_sub, job.offset_sub = scale_sub, offset_sub
-            job.layout, job.half, job.rows, job.groups, job.column, job.zero = layout, half, rows, groups, column, zero
+            fill_job(job, weight, bias, column)
             column += weight.rows
         return cls(tuple(weights), jobs, weights[0][0].groups * GROUP, column)
 
 
 class WoqLinear(torch.nn.Module):
-    """``y = x W^T + b`` on the native kernel; float32 in and out, any leading shape."""
+    """``y = x W^T + b`` on the native kernel; float32 in and out, any leading shape. Holds the weight's tiles
+    only (made from its stored state once, when the layer is built)."""
 
-    codes: torch.Tensor
-    scale: torch.Tensor
-    offset: torch.Tensor | None
+    tiles: torch.Tensor
     bias: torch.Tensor | None
-    scale_sub: torch.Tensor | None
-    offset_sub: torch.Tensor | None
 
     def __init__(self, kernel: WoqKernel, state: dict[str, torch.Tensor], bias: torch.Tensor | None) -> None:
         super().__init__()
         self.kernel = kernel
-        self.register_buffer("codes", state["codes"])
-        self.register_buffer("scale", state["scale"])
-        self.register_buffer("offset", state.get("offset"))
+        weight = WoqWeight.of(state)
+        self.register_buffer("tiles", weight.tiles)
         self.register_buffer("bias", None if bias is None else bias.float().contiguous())
-        self.register_buffer("scale_sub", state.get("scale_sub"))
-        self.register_buffer("offset_sub", state.get("offset_sub"))
-        self.layout = int(state["layout"])
-        self.zero = float(state["zero"]) if "zero" in state else 0.0
-        self.in_features, self.out_features = int(state["cols"]), int(state["scale"].shape[0])
+        self.layout, self.mode, self.zero = weight.layout, weight.mode, weight.zero
+        self.in_features, self.out_features = weight.groups * GROUP, weight.rows
 
     def weight(self) -> WoqWeight:
-        """The stored weight as the kernel reads it."""
-        subs = None if self.scale_sub is None or self.offset_sub is None else (self.scale_sub, self.offset_sub)
-        return WoqWeight(self.codes, self.layout, self.scale, self.offset, self.zero, subs)
+        """The weight as the kernel reads it."""
+        return WoqWeight(self.tiles, self.layout, self.mode, self.zero, self.out_features, self.in_features // GROUP)
 
     def product(self) -> WoqProduct:
         """This layer as a one-weight :class:`WoqProduct` (made once; again if its tensors were replaced)."""
         made = _PRODUCTS.get(self)
-        if made is None or made.weights[0][0].codes is not self.codes or made.weights[0][1] is not self.bias:
+        if made is None or made.weights[0][0].tiles is not self.tiles or made.weights[0][1] is not self.bias:
             made = _PRODUCTS[self] = WoqProduct.of([(self.weight(), self.bias)])
         return made
 
@@ -248,14 +293,13 @@ class WoqLinear(torch.nn.Module):
         out = self.kernel.linear(flat, self.product())
         return out.to(x.dtype).reshape(*x.shape[:-1], self.out_features)
 
-    def dense(self) -> torch.Tensor:
-        """The weight as a dense bfloat16 matrix (out_features, in_features), made now."""
-        return self.kernel.dequantize(self.weight())
+    def dense(self, dtype: torch.dtype = torch.bfloat16) -> torch.Tensor:
+        """The weight as a dense matrix (out_features, in_features) of ``dtype`` (bfloat16 or float32), made now."""
+        return self.kernel.dequantize(self.weight(), dtype)
 
     @property
     def nbytes(self) -> int:
-        tensors = [self.codes, self.scale, self.offset, self.scale_sub, self.offset_sub]
-        return sum(int(t.numel()) * t.element_size() for t in tensors if t is not None)
+        return int(self.tiles.numel())
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, layout={self.layout}"

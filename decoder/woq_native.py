@@ -1,10 +1,12 @@
 """The native CPU kernels, built once per machine and loaded with ctypes: the weight-only-quantized matrix
 product (decoder/woq_kernel.cpp) and the decoding passes' row attention (decoder/row_kernel.cpp).
 
-The library is compiled on first use with the machine's C++ compiler for the machine's own instruction set
-(``-march=native``: AVX-512 where the CPU has it, else AVX2 and FMA) into the cache directory, keyed by the
-source, the compiler and the CPU's flags, so a cache shared between machines never hands one CPU another's
-build. It joins PyTorch's OpenMP runtime (the ``libgomp`` torch has loaded), so it uses torch's thread count
+The library is compiled on first use with the machine's C++ compiler for one instruction-set level
+(:data:`LEVELS`: scalar C++, AVX2 + FMA, AVX2 + AVX-VNNI, AVX-512 VNNI; by default the best this CPU runs,
+``$LOOKAHEAD_LSP_NATIVE_ISA`` names another it runs) into the cache directory, keyed by the source, the flags,
+the compiler and the CPU's flags, so a cache shared between machines never hands one CPU another's build. Every
+level computes the same bits (decoder/woq_kernel.cpp), so one machine tests and measures them all.
+It joins PyTorch's OpenMP runtime (the ``libgomp`` torch has loaded), so it uses torch's thread count
 without a second pool. No compiler, a failed build or a wrong answer on a probe: :func:`native_kernel` returns
 None and the callers keep ATen's int4 kernel (decoder/packed_linear.py) and the flash-attention row plan
 (decoder/row_attention.py); the reason is logged once.
@@ -25,18 +27,19 @@ import subprocess
 import tempfile
 from importlib import resources
 from pathlib import Path
-from typing import Any
 
 import torch
 
 from lookahead_lsp.decoder.embedded import cache_root
-from lookahead_lsp.decoder.woq_linear import LAYOUTS, WoqJob, WoqProduct, WoqWeight, pack_codes
+from lookahead_lsp.decoder.gguf_blocks import AffineGroups
+from lookahead_lsp.decoder.isa import LEVELS, chosen_level
+from lookahead_lsp.decoder.woq_linear import LAYOUTS, WoqJob, WoqProduct, WoqWeight, fill_job, woq_state
 
 logger = logging.getLogger(__name__)
 
 SOURCES = ("woq_kernel.cpp", "row_kernel.cpp", "layer_kernel.cpp")  # matrix products, attention, per-row steps
 HEADERS = ("native_math.h",)  # included by the sources: part of the build's key, never compiled alone
-FLAGS = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-std=c++17", "-ffp-contract=off")
+FLAGS = ("-O3", "-mtune=native", "-fopenmp", "-shared", "-fPIC", "-std=c++17", "-ffp-contract=off")
 OFF_ENV = "LOOKAHEAD_LSP_NATIVE"
 
 
@@ -47,11 +50,10 @@ class WoqKernel:
         self.library = library
         lib = ctypes.CDLL(str(library))
         p, i64, i32, f32 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int, ctypes.c_float
-        weight: list[Any] = [p, i32, p, p, f32, i32, i64, i64]  # WoqWeight.arguments()
         self._linear = lib.woq_linear
         self._linear.argtypes = [p, i64, ctypes.POINTER(WoqJob), i32, p, i64, i32]
-        self._dequantize = lib.woq_dequantize_bf16
-        self._dequantize.argtypes = [*weight, p, p, p, i32]
+        self._dequantize = lib.woq_dequantize
+        self._dequantize.argtypes = [ctypes.POINTER(WoqJob), p, p, i32]
         self._attention = lib.row_attention
         self._attention.argtypes = [p, i64, i64, i64, i64, p, i64, i64, p, i64, i64, p, p, p, f32, p, i32]
         self._norm = lib.residual_rms_norm
@@ -62,8 +64,8 @@ class WoqKernel:
         self._swiglu.argtypes = [p, i64, i64, p, i32]
         for fn in (self._linear, self._dequantize, self._attention, self._norm, self._rope, self._swiglu):
             fn.restype = ctypes.c_int
-        self.vector_width = int(lib.woq_vector_width())
-        self.int8_activations = bool(lib.woq_int8_activations())
+        lib.woq_isa.restype = ctypes.c_char_p
+        self.isa: str = lib.woq_isa().decode()
 
     def __deepcopy__(self, memo: dict[int, object]) -> WoqKernel:
         return self  # a handle on a loaded library: copies of a model share it
@@ -133,12 +135,17 @@ class WoqKernel:
             raise ValueError(f"row_attention takes head sizes in sixteens, not {dim}")
         return out
 
-    def dequantize(self, weight: WoqWeight) -> torch.Tensor:
-        """The weight as a dense bfloat16 matrix (rows, cols): for a prefill's dense products."""
-        out = torch.empty(weight.rows, weight.groups * 32, dtype=torch.bfloat16)
-        status = self._dequantize(*weight.arguments(), *weight.sub_pointers(), out.data_ptr(), _threads())
-        if status != 0:
-            raise ValueError(f"woq_dequantize_bf16 does not know layout {weight.layout}")
+    def dequantize(self, weight: WoqWeight, dtype: torch.dtype = torch.bfloat16) -> torch.Tensor:
+        """The weight as a dense matrix (rows, cols) of ``dtype`` (bfloat16 or float32): for a prefill's dense
+        products. Each value is ``code * scale + offset`` in float32 (one fused multiply-add), then rounded."""
+        if dtype not in (torch.bfloat16, torch.float32):
+            raise ValueError(f"woq_dequantize writes bfloat16 or float32, not {dtype}")
+        out = torch.empty(weight.rows, weight.groups * 32, dtype=dtype)
+        job = WoqJob()
+        fill_job(job, weight, None)
+        wide, narrow = (out.data_ptr(), None) if dtype == torch.float32 else (None, out.data_ptr())
+        if self._dequantize(ctypes.byref(job), wide, narrow, _threads()) != 0:
+            raise ValueError(f"woq_dequantize does not know layout {weight.layout}")
         return out
 
 
@@ -177,23 +184,17 @@ def _compiler_version(cxx: str) -> str:
     return done.stdout
 
 
-def build(root: Path, cxx: str, extra_flags: tuple[str, ...] = ()) -> Path:
-    """The kernel library for this machine under ``root``, compiled now unless already there (written to a
-    temporary name and renamed: never half a library). RuntimeError with the compiler's message on failure.
-    ``extra_flags`` (tests): e.g. ``-mno-avx512vnni -mno-avxvnni`` builds the float path a CPU without VNNI gets."""
+def build(root: Path, cxx: str, level: str) -> Path:
+    """The kernel library for ``level`` (one of :data:`LEVELS`) under ``root``, compiled now unless already there
+    (written to a temporary name and renamed: never half a library). RuntimeError with the compiler's message
+    on failure."""
     package = resources.files("lookahead_lsp.decoder")
     sources = {name: package.joinpath(name).read_bytes() for name in SOURCES + HEADERS}
+    flags = FLAGS + LEVELS[level].flags
     key = hashlib.sha256(
-        b"\0".join(
-            [
-                *sources.values(),
-                " ".join(FLAGS + extra_flags).encode(),
-                _compiler_version(cxx).encode(),
-                cpu_flags().encode(),
-            ]
-        )
+        b"\0".join([*sources.values(), " ".join(flags).encode(), _compiler_version(cxx).encode(), cpu_flags().encode()])
     ).hexdigest()[:20]
-    target = root / "native-v1" / f"woq-{key}.so"
+    target = root / "native-v2" / f"woq-{level}-{key}.so"
     if target.is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -204,7 +205,7 @@ def build(root: Path, cxx: str, extra_flags: tuple[str, ...] = ()) -> Path:
         partial = Path(scratch) / target.name
         try:
             done = subprocess.run(
-                [cxx, *FLAGS, *extra_flags, "-o", str(partial), *(str(p) for p in paths if p.name in SOURCES)],
+                [cxx, *flags, "-o", str(partial), *(str(p) for p in paths if p.name in SOURCES)],
                 capture_output=True,
                 text=True,
                 timeout=300,
@@ -219,22 +220,19 @@ def build(root: Path, cxx: str, extra_flags: tuple[str, ...] = ()) -> Path:
 
 
 def quantize_activations(x: torch.Tensor) -> torch.Tensor:
-    """What the kernel's integer path multiplies: each group of 32 of a float32 row rounded to int8 steps of
-    ``max|x| / 127`` (half to even), returned dequantized (float64)."""
+    """What the kernel multiplies: each group of 32 of a float32 row rounded to int8 steps of ``max|x| / 127``
+    (half to even), returned dequantized (float64)."""
     groups = x.float().reshape(x.shape[0], -1, 32)
     top = groups.abs().amax(dim=-1, keepdim=True)
     inv = torch.where(top > 0, torch.tensor(127.0) / top, torch.zeros_like(top))
     return (torch.round(groups * inv).double() * (top / 127.0).double()).reshape(x.shape)
 
 
-def reference_linear(
-    kernel: WoqKernel, x: torch.Tensor, codes: torch.Tensor, scale: torch.Tensor, offset: torch.Tensor
-) -> torch.Tensor:
+def reference_linear(x: torch.Tensor, codes: torch.Tensor, scale: torch.Tensor, offset: torch.Tensor) -> torch.Tensor:
     """The kernel's product in float64: ``codes`` (rows, cols) unpacked, ``x`` as the kernel sees it."""
     rows, cols = codes.shape
     grouped = codes.double().reshape(rows, -1, 32) * scale.double()[..., None] + offset.double()[..., None]
-    seen = quantize_activations(x) if kernel.int8_activations else x.double()
-    return seen @ grouped.reshape(rows, cols).t()
+    return quantize_activations(x) @ grouped.reshape(rows, cols).t()
 
 
 def probe(kernel: WoqKernel) -> bool:
@@ -245,15 +243,16 @@ def probe(kernel: WoqKernel) -> bool:
         scale = torch.rand(12, 2, generator=generator) + 0.5
         offset = -torch.rand(12, 2, generator=generator)
         x = torch.randn(3, 64, generator=generator)
-        weight = WoqWeight(pack_codes(codes.numpy(), layout), layout, scale, offset, 0.0)
-        got = kernel.linear(x, WoqProduct.of([(weight, None)]))
-        if not torch.allclose(got.double(), reference_linear(kernel, x, codes, scale, offset), rtol=1e-4, atol=1e-4):
+        groups = AffineGroups(codes.numpy(), scale.numpy(), offset.numpy(), layout)
+        got = kernel.linear(x, WoqProduct.of([(WoqWeight.of(woq_state(groups)), None)]))
+        if not torch.allclose(got.double(), reference_linear(x, codes, scale, offset), rtol=1e-4, atol=1e-4):
             return False
     return True
 
 
-def load_kernel(root: Path, cxx: str | None) -> WoqKernel | None:
-    """The kernel built with ``cxx`` under ``root`` and probed; None where it cannot be had (reason logged)."""
+def load_kernel(root: Path, cxx: str | None, level: str | None = None) -> WoqKernel | None:
+    """The kernel for ``level`` (default: :func:`decoder.isa.chosen_level`) built with ``cxx`` under ``root``
+    and probed; None where it cannot be had (reason logged)."""
     if platform.machine().lower() not in ("x86_64", "amd64"):
         logger.info("native kernel: x86-64 only; ATen's int4 kernel instead")
         return None
@@ -261,17 +260,14 @@ def load_kernel(root: Path, cxx: str | None) -> WoqKernel | None:
         logger.warning("no C++ compiler: decoding on ATen's int4 kernel (slower); install g++ for the native one")
         return None
     try:
-        kernel = WoqKernel(build(root, cxx))
+        kernel = WoqKernel(build(root, cxx, level or chosen_level()))
     except (RuntimeError, OSError) as exc:
         logger.warning("native kernel unavailable (%s): decoding on ATen's int4 kernel", exc)
         return None
     if not probe(kernel):
         logger.warning("native kernel disagrees with its reference on a probe: not used")
         return None
-    activations = "int8 per 32" if kernel.int8_activations else "float32"
-    logger.info(
-        "native kernel %s (%d float lanes, %s activations)", kernel.library.name, kernel.vector_width, activations
-    )
+    logger.info("native kernel %s (%s)", kernel.library.name, kernel.isa)
     return kernel
 
 

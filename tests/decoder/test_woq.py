@@ -11,8 +11,10 @@ import pytest
 import torch
 
 from lookahead_lsp.decoder.gguf_blocks import AffineGroups, read_affine
+from lookahead_lsp.decoder.isa import LEVELS, chosen_level, runnable_levels
 from lookahead_lsp.decoder.woq_linear import (
     LAYOUTS,
+    SCALE_MODES,
     WoqLinear,
     groups_from_state,
     layout_for,
@@ -87,9 +89,9 @@ def test_the_kernel_computes_its_reference_product(
     got = layer(x).double()
     assert got.shape == (2, 9, rows)
     codes, scale, offset = (torch.from_numpy(a) for a in (groups.codes, groups.scale, groups.offset))
-    want = reference_linear(kernel, x.reshape(-1, cols), codes, scale, offset).reshape(2, 9, rows) + bias.double()
+    want = reference_linear(x.reshape(-1, cols), codes, scale, offset).reshape(2, 9, rows) + bias.double()
     assert (got - want).abs().max() <= 1e-5 * want.abs().max()
-    # against the float weights themselves: only the activations' rounding (int8 per 32 on the VNNI path)
+    # against the float weights themselves: only the activations' rounding (int8 per 32)
     exact = x.double() @ torch.from_numpy(groups.dequantize()).double().t() + bias.double()
     assert (got - exact).abs().max() <= 0.02 * exact.abs().max()
 
@@ -152,9 +154,9 @@ def test_the_kernel_refuses_activations_of_the_wrong_width(kernel: WoqKernel) ->
 def test_the_build_is_cached_per_machine(tmp_path: Path) -> None:
     cxx = compiler()
     assert cxx is not None
-    first = build(tmp_path, cxx)
+    first = build(tmp_path, cxx, chosen_level())
     stamp = first.stat().st_mtime_ns
-    assert build(tmp_path, cxx) == first and first.stat().st_mtime_ns == stamp  # not compiled again
+    assert build(tmp_path, cxx, chosen_level()) == first and first.stat().st_mtime_ns == stamp  # not compiled again
     assert [p.name for p in first.parent.iterdir()] == [first.name]  # no scratch left behind
 
 
@@ -163,20 +165,61 @@ def test_a_failing_compiler_leaves_the_aten_kernel(tmp_path: Path, caplog: pytes
         assert load_kernel(tmp_path, "/bin/false") is None
         assert load_kernel(tmp_path, None) is None
     assert "native kernel unavailable" in caplog.text and "no C++ compiler" in caplog.text
-    assert not list((tmp_path / "native-v1").glob("*.so"))
+    assert not list((tmp_path / "native-v2").glob("*.so"))
 
 
-def test_the_float_path_for_cpus_without_vnni_is_exact_and_row_independent(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def levels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, WoqKernel]:
+    """The kernel built for every instruction-set level this CPU runs (scalar at least)."""
     cxx = compiler()
     assert cxx is not None
-    float_path = WoqKernel(build(tmp_path, cxx, ("-mno-avx512vnni", "-mno-avxvnni")))
-    assert not float_path.int8_activations and probe(float_path)
-    for groups in (random_groups(20, 96, 5, seed=1, symmetric=True), q4_k_groups(12, 256, seed=2)):
-        layer = WoqLinear(float_path, woq_state(groups), None)
-        x = torch.randn(6, groups.shape[1], generator=torch.Generator().manual_seed(3))
-        exact = x.double() @ torch.from_numpy(groups.dequantize()).double().t()
-        assert (layer(x).double() - exact).abs().max() <= 1e-5 * exact.abs().max()  # float32 activations
-        assert torch.equal(torch.cat([layer(x[i : i + 1]) for i in range(6)]), layer(x))
+    root = tmp_path_factory.mktemp("levels")
+    return {level: WoqKernel(build(root, cxx, level)) for level in runnable_levels()}
+
+
+def every_kind_of_weight() -> list[AffineGroups]:
+    """A weight of every layout and every way of keeping scales: float16 with a zero code, float16 pairs, float32
+    pairs, a K-quant's two levels; 13 rows (not a whole tile) and 5 groups."""
+    rng = np.random.default_rng(7)
+    half_pair = random_groups(13, 160, 4, seed=5, symmetric=False)
+    half_offset = rng.uniform(-0.3, 0.0, half_pair.offset.shape).astype(np.float16).astype(np.float32)
+    return [
+        random_groups(13, 160, 5, seed=1, symmetric=True),
+        random_groups(13, 160, 8, seed=2, symmetric=True),
+        random_groups(13, 160, 8, seed=3, symmetric=False),
+        AffineGroups(half_pair.codes, half_pair.scale, half_offset, 4),
+        q4_k_groups(13, 512, seed=4),
+    ]
+
+
+def test_the_kernel_is_built_for_every_level_this_cpu_runs(levels: dict[str, WoqKernel]) -> None:
+    names = {"scalar": "scalar", "avx2": "avx2", "avx2-vnni": "avx2-vnni", "avx512": "avx512-vnni"}
+    assert "scalar" in levels and set(levels) <= set(LEVELS)
+    assert all(kernel.isa == names[level] for level, kernel in levels.items())
+    assert all(probe(kernel) for kernel in levels.values())
+
+
+def test_every_level_computes_the_same_bits_as_the_scalar_build(levels: dict[str, WoqKernel]) -> None:
+    modes = set()
+    for groups in every_kind_of_weight():
+        state = woq_state(groups)
+        x = torch.randn(11, groups.shape[1], generator=torch.Generator().manual_seed(groups.shape[1]))
+        x[3] *= 1000.0  # a row of outliers: large integer dots
+        outputs = {}
+        for level, kernel in levels.items():
+            layer = WoqLinear(kernel, state, None)
+            modes.add(layer.mode)
+            outputs[level] = layer(x)
+            # each row of a pass as if alone, at every level
+            assert torch.equal(torch.cat([layer(x[i : i + 1]) for i in range(11)]), outputs[level])
+            dense = layer.dense(torch.float32).double()
+            np.testing.assert_allclose(dense.numpy(), groups.dequantize(), rtol=1e-6, atol=1e-7)
+        for level, got in outputs.items():
+            assert torch.equal(got, outputs["scalar"]), level
+        codes, scale, offset = (torch.from_numpy(a) for a in (groups.codes, groups.scale, groups.offset))
+        want = reference_linear(x, codes, scale, offset)
+        assert (outputs["scalar"].double() - want).abs().max() <= 1e-5 * want.abs().max()
+    assert modes == set(SCALE_MODES.values())
 
 
 def test_the_layouts_cover_every_code_width_the_gguf_readers_produce() -> None:
