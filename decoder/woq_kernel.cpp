@@ -167,17 +167,17 @@ template <int LAYOUT>
 static inline __m256i group_dot(const Codes<LAYOUT>& w, const int8_t* q, int32_t qsum) {
 #if WOQ_VNNI
     (void)qsum;
-    __m256i a = _mm256_setzero_si256(), b = _mm256_setzero_si256();
-    for (int k = 0; k < CHUNKS; k += 2) {
+    __m256i acc[4];
+    for (int k = 0; k < 4; k++) {
 #if WOQ_VNNI == 2
-        a = _mm256_dpbusd_epi32(a, w.c[k], broadcast4(q + 4 * k));
-        b = _mm256_dpbusd_epi32(b, w.c[k + 1], broadcast4(q + 4 * k + 4));
+        acc[k] = _mm256_dpbusd_epi32(_mm256_setzero_si256(), w.c[k], broadcast4(q + 4 * k));
+        acc[k] = _mm256_dpbusd_epi32(acc[k], w.c[k + 4], broadcast4(q + 4 * k + 16));
 #else
-        a = _mm256_dpbusd_avx_epi32(a, w.c[k], broadcast4(q + 4 * k));
-        b = _mm256_dpbusd_avx_epi32(b, w.c[k + 1], broadcast4(q + 4 * k + 4));
+        acc[k] = _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), w.c[k], broadcast4(q + 4 * k));
+        acc[k] = _mm256_dpbusd_avx_epi32(acc[k], w.c[k + 4], broadcast4(q + 4 * k + 16));
 #endif
     }
-    return _mm256_add_epi32(a, b);
+    return _mm256_add_epi32(_mm256_add_epi32(acc[0], acc[1]), _mm256_add_epi32(acc[2], acc[3]));
 #else
     const __m256i ones = _mm256_set1_epi16(1);
     if (LAYOUT == BYTES) {  // (code - 128) . q by sign transfer (|.| <= 128 * 127 * 2 per pair), then + 128 sum(q)

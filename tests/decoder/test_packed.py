@@ -207,7 +207,7 @@ def test_the_bfloat16_prefill_twin_shares_everything_but_the_layer_weights(packe
              for n, m in model.named_modules() if isinstance(m, kind) and ".layers." in f".{n}"}  # fmt: skip
     twin = prefill_twin(model, dense)
     assert twin.model.embed_tokens.codes is model.model.embed_tokens.codes
-    head = (lambda m: m.codes) if kind is WoqLinear else (lambda m: m.planes[0].packed)
+    head = (lambda m: m.tiles) if kind is WoqLinear else (lambda m: m.planes[0].packed)
     assert head(twin.lm_head) is head(model.lm_head)
     assert twin.model.norm.weight is model.model.norm.weight
     assert twin.model.layers[0].mlp.up_proj.weight is dense["model.layers.0.mlp.up_proj"]
@@ -221,7 +221,7 @@ def test_on_the_native_kernel_the_twin_dequantizes_its_layers_instead_of_holding
         return
     twin = prefill_twin(model, layer_weights(model, torch.bfloat16, None))
     up = twin.model.layers[0].mlp.up_proj
-    assert isinstance(up, DequantizingLinear) and up.source.codes is model.model.layers[0].mlp.up_proj.codes  # shared
+    assert isinstance(up, DequantizingLinear) and up.source.tiles is model.model.layers[0].mlp.up_proj.tiles  # shared
     weight = dense.model.layers[0].mlp.up_proj.weight
     assert torch.equal(up.source.dense(), weight.bfloat16())  # the GGUF's values, rounded once to bfloat16
     ids = torch.tensor([[5, 17, 300, 42, 42, 9]])
