@@ -9,10 +9,11 @@ prefill each time, as the benchmark's first decode of a hole) and ``return_token
 the accepted drafts (``predicted_n - draft_n_accepted``). Its output is cut at the request's EOS ids (the
 server stops at its own end-of-generation tokens, which are fewer) and by the stop callback, after the fact.
 
-:data:`PEERS` names the configurations (``llama-server`` plain, ``llama-server-ngram`` with the best n-gram
-speculation of :data:`SPEC_SWEEP`, measured by ``python -m lookahead_lsp.evaluation.llama_peer --sweep`` and recorded in
-docs/benchmarks.md); :func:`started_peers` runs one server per configuration on the same GGUF and threads, and
-stops them all on the way out, errors and KeyboardInterrupt included.
+:data:`PEERS` names the configurations (``llama-server`` plain; ``-ngram``, ``-simple`` and ``-map-k``, each
+n-gram speculation type at its best setting of :data:`SPEC_SWEEP`, measured by ``python -m
+lookahead_lsp.evaluation.llama_peer --sweep`` and recorded in docs/benchmarks.md); :func:`started_peers` runs
+one server per configuration on the same GGUF and threads, and stops them all on the way out, errors and
+KeyboardInterrupt included.
 
 Usage: python -m lookahead_lsp.evaluation.llama_peer --sweep [--corpus DIR] [--workload fim] [--holes 3]
        [--max-new-tokens 48] [--threads N]
@@ -59,11 +60,17 @@ SPEC_SWEEP: dict[str, tuple[str, ...]] = {
 }
 BEST_NGRAM = "mod-n8"  # the sweep's fewest passes per token, 92% of drafts accepted (docs/benchmarks.md)
 
-# Configuration name -> llama-server's extra command-line arguments.
+# Configuration name -> llama-server's extra command-line arguments: plain, and each n-gram speculation type at
+# its sweep's best setting. ``bench`` compares against the fastest of them by tokens/s in the same run
+# (:func:`evaluation.report.peer_lines`): which one wins depends on the CPU (2026-11: ngram-simple n=3 m=8 on
+# one AVX2 machine, ngram-mod on an AVX-512 one).
 PEERS: dict[str, tuple[str, ...]] = {
     "llama-server": (),
     "llama-server-ngram": SPEC_SWEEP[BEST_NGRAM],
+    "llama-server-simple": SPEC_SWEEP["simple-n3m8"],
+    "llama-server-map-k": SPEC_SWEEP["map-k-n4m16"],
 }
+ALL_PEERS = "llama-servers"  # the --decoders name that stands for every configuration of PEERS
 
 
 class PeerError(RuntimeError):

@@ -50,6 +50,7 @@ from lookahead_lsp.decoder.model import configure_torch_threads, load_model, sto
 from lookahead_lsp.decoder.remote import RemoteConfig
 from lookahead_lsp.decoder.types import DecodeRequest
 from lookahead_lsp.evaluation.lsp_replay import CASES, session_holes, typing_session
+from lookahead_lsp.evaluation.peer_isa import library_path, pinned_binary
 from lookahead_lsp.evaluation.speed import ContextBuilder
 from lookahead_lsp.evaluation.workloads import Corpus, Hole, make_holes
 from lookahead_lsp.lsp_server.cli import UsageError
@@ -136,9 +137,13 @@ class LlamaServer:
         no ``finally`` runs); KILL, because a server still loading its model answers TERM only once loaded."""
         threads = str(self.threads)
         setpriv = shutil.which("setpriv")
+        pinned = pinned_binary(LLAMA_SERVER)  # where a level is forced: a binary that sees only its backend
+        engine = [str(LLAMA_SERVER)]
+        if pinned is not None:
+            engine = ["env", f"LD_LIBRARY_PATH={library_path(LLAMA_SERVER) or ''}", str(pinned[0])]
         return [
             *([setpriv, "--pdeathsig", "KILL", "--"] if setpriv else []),
-            str(LLAMA_SERVER),
+            *engine,
             *("-m", str(self.gguf), "--host", "127.0.0.1", "--port", str(self.port)),
             *("-c", str(ENGINE_CONTEXT), "-t", threads, "-tb", threads),
             *self.extra_args,

@@ -17,8 +17,14 @@ from typing import Any
 import torch
 import transformers
 
+from lookahead_lsp.decoder.isa import ISA_ENV, chosen_level, cpu_flag_set, requested_level
 from lookahead_lsp.evaluation.quality import QualityResult, summarize_quality
 from lookahead_lsp.evaluation.speed import BenchResult, Summary, summarize
+
+# The CPU flags a figure depends on, named beside it.
+NAMED_FLAGS = frozenset(
+    {"avx2", "fma", "f16c", "avx_vnni", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16", "amx_bf16"}
+)
 
 
 def machine_description() -> dict[str, Any]:
@@ -29,8 +35,11 @@ def machine_description() -> dict[str, Any]:
             cpu = next((line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name")), cpu)
     except OSError:
         pass
+    flags = cpu_flag_set()
     return {
         "cpu": cpu,
+        "cpu_flags": " ".join(sorted(flags & NAMED_FLAGS)) or None,
+        "native_kernel_isa": chosen_level() + (f" (forced by {ISA_ENV})" if requested_level() else ""),
         "logical_cpus": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
         "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
@@ -94,15 +103,42 @@ def _bench_rows(summaries: Sequence[Summary]) -> list[list[Any]]:
     ]
 
 
+def peer_lines(summaries: Sequence[Summary], ours: str = "lookahead") -> list[str]:
+    """Ours beside llama.cpp's configurations (the ``llama-server*`` rows): its fastest by decode tokens/s in
+    this run, and our greedy against its plain decoding, ``ours`` against the fastest, prefill and whole
+    completion against the plain one (the same prompt for both). Empty where no peer ran."""
+    rows = {s.config: s for s in summaries}
+    peers = [s for s in summaries if s.config.startswith("llama-server")]
+    greedy, plain = rows.get("greedy"), rows.get("llama-server")
+    if not peers or greedy is None:
+        return []
+    fastest = max(peers, key=lambda s: s.tokens_per_s)
+    lines = [f"- llama.cpp's fastest configuration by tokens/s: {fastest.config} ({fastest.tokens_per_s:.1f})"]
+    if ours in rows:
+        lines.append(f"- our {ours} / that: {rows[ours].tokens_per_s / fastest.tokens_per_s:.2f}x tokens/s")
+    if plain is not None:
+        lines += [
+            f"- our greedy / llama-server plain: {greedy.tokens_per_s / plain.tokens_per_s:.2f}x tokens/s",
+            f"- prefill: llama-server's time / ours: {plain.prefill_ms / max(greedy.prefill_ms, 1e-9):.2f}x",
+        ]
+        if ours in rows:
+            ratio = plain.completion_ms / max(rows[ours].completion_ms, 1e-9)
+            lines.append(f"- whole completion: llama-server's time / our {ours}'s: {ratio:.2f}x")
+    return lines
+
+
 def bench_markdown(result: BenchResult) -> str:
-    """A table per workload and one over all holes."""
+    """A table per workload and one over all holes, each with ours beside the peer's fastest where it ran."""
     parts = ["## Speed", "", meta_lines(result.meta), ""]
     groups: list[str | None] = [*result.workloads, None]
     for workload in groups:
+        summaries = summarize(result, workload)
         parts.append(f"### {workload or 'all workloads'}")
         parts.append("")
-        parts.append(markdown_table(_BENCH_HEADERS, _bench_rows(summarize(result, workload))))
+        parts.append(markdown_table(_BENCH_HEADERS, _bench_rows(summaries)))
         parts.append("")
+        lines = peer_lines(summaries)
+        parts.extend([*lines, ""] if lines else [])
     return "\n".join(parts)
 
 

@@ -89,7 +89,8 @@ def parse_decoders(spec: str, sweep: bool = False) -> list[DecoderConfig]:
     """Configurations from ``greedy,hf,hf-pld,lookahead,lookahead-no-<source>,ablations,lookahead-WxNyGz``.
 
     ``ablations`` stands for lookahead with each draft source off in turn, and with the Jacobi branch forced on
-    (``lookahead-jacobi``: by default it runs only where a wide pass is cheap); ``sweep`` adds the SWEEP grid.
+    (``lookahead-jacobi``: by default it runs only where a wide pass is cheap); ``llama-servers`` for every
+    configuration of llama.cpp's peer; ``sweep`` adds the SWEEP grid.
     Plain greedy is always first: it is the reference for speedups and for the lossless check.
     """
     names: list[str] = [REFERENCE]
@@ -97,6 +98,10 @@ def parse_decoders(spec: str, sweep: bool = False) -> list[DecoderConfig]:
         if item == "ablations":
             names.extend(f"lookahead-no-{source}" for source in LOOKAHEAD_SOURCES)
             names.append("lookahead-jacobi")
+        elif item == "llama-servers":
+            from lookahead_lsp.evaluation.llama_peer import PEERS  # here: llama_peer imports this module
+
+            names.extend(PEERS)
         elif item:
             names.append(item)
     if sweep:

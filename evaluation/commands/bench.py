@@ -24,7 +24,8 @@ from lookahead_lsp.evaluation.lsp_replay import (
     session_holes,
     sessions_markdown,
 )
-from lookahead_lsp.evaluation.remote_bench import embedded_gguf, resident_bytes
+from lookahead_lsp.evaluation.peer_isa import engine_backend
+from lookahead_lsp.evaluation.remote_bench import LLAMA_SERVER, embedded_gguf, resident_bytes
 from lookahead_lsp.evaluation.report import bench_markdown, machine_description, write_bench
 from lookahead_lsp.evaluation.speed import BenchResult, ContextBuilder, DecoderConfig, parse_decoders, run_bench
 from lookahead_lsp.evaluation.workloads import WORKLOADS, Corpus, Hole, make_holes
@@ -63,8 +64,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--decoders",
         default=DEFAULT_DECODERS,
         help="comma-separated: greedy, hf, hf-pld, lookahead, lookahead-no-{prompt,suffix,workspace,jacobi}, "
-        "ablations (all four), lookahead-W<w>N<n>G<g>, llama-server, llama-server-ngram (llama.cpp on the same "
-        f"GGUF and threads; scripts/get-engine.sh) (default: {DEFAULT_DECODERS})",
+        "ablations (all four), lookahead-W<w>N<n>G<g>, llama-server, llama-server-{ngram,simple,map-k}, "
+        "llama-servers (all four: llama.cpp on the same GGUF and threads, scripts/get-engine.sh; the report names "
+        f"the fastest) (default: {DEFAULT_DECODERS})",
     )
     parser.add_argument(
         "--repeats",
@@ -184,6 +186,7 @@ def bench_beside_peers(
         with started_peers(peers, threads, logs, gguf) as running:
             if running:
                 meta["llama_server_threads"] = threads
+                meta["llama_server_cpu_backend"] = engine_backend(LLAMA_SERVER)
                 progress(f"llama-server ({', '.join(running)}): {threads} threads, logs in {logs}")
             result = run_bench(
                 loaded.model,
