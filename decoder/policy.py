@@ -30,21 +30,22 @@ CPU_COST: tuple[tuple[int, float], ...] = (
     (16, 1.87),
     (32, 2.7),
 )
-# The same model on its GGUF's codes through the native pass (decoder/native_pass.py and its kernels), same
-# machine, best of 9 after an 800-token context (2 threads; docs/benchmarks.md, session 11): a one-token pass
-# reads the weights at the memory's speed, while each further row costs its own integer dot products (the
-# kernel decodes each weight once per block of 4 rows; a fifth row starts a second sweep), so wide passes are
-# relatively dear. The start-up timing (CostModel.blended) and the live passes correct it per machine and model.
+# The same model on its GGUF's codes through the native pass (decoder/native_pass.py and its kernels), on a
+# 2-core AMD EPYC with AVX2 only (the kernel's avx2 level: int8 dots by maddubs/madd), best of 9 after an
+# 800-token context (`lookahead-lsp bench-passes --only daemon --repeats 9`, docs/benchmarks.md, session 13). A
+# one-token pass reads the weights at the memory's speed; the kernel decodes each tile of weights once per 4
+# rows of the pass (8 on AVX-512 VNNI, where 8 tokens measured 2.47x), so each further row costs its integer dot
+# products and its attention. The start-up timing (CostModel.blended) and the live passes correct it per machine.
 PACKED_CPU_COST: tuple[tuple[int, float], ...] = (
     (1, 1.0),
-    (2, 1.42),
-    (3, 1.84),
-    (4, 2.09),
-    (5, 2.77),  # blocks of 4 rows: a fifth row starts a second sweep over the weights
-    (8, 3.85),
-    (12, 5.68),
-    (16, 7.45),
-    (32, 14.4),
+    (2, 1.17),
+    (3, 1.34),
+    (4, 1.53),
+    (6, 2.35),
+    (8, 3.00),
+    (12, 4.45),
+    (16, 5.67),
+    (32, 11.2),
 )
 # A GPU at batch 1 is memory-bound: a pass of 64 tokens costs about as much as one of 1.
 GPU_COST: tuple[tuple[int, float], ...] = ((1, 1.0), (64, 1.08), (256, 1.6))

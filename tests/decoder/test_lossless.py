@@ -20,7 +20,7 @@ CONFIGS = [(1, 8, 8), (1, 8, 1), (1, 8, 4), (8, 8, 8), (2, 4, 2), (0, 3, 3), (1,
 # fixed tables (no live correction from this machine's timings):
 GPU = CostModel(GPU_COST, adaptive=False)  # every draft token is worth verifying: exercises big trees on the CPU
 CPU = CostModel(CPU_COST, adaptive=False)
-PACKED = CostModel(PACKED_CPU_COST, adaptive=False)  # the native kernel's: a second row costs 0.42 of a pass
+PACKED = CostModel(PACKED_CPU_COST, adaptive=False)  # the native kernel's: a second row costs 0.17 of a pass
 
 
 @pytest.fixture(scope="module")
@@ -258,7 +258,7 @@ class Counting(Perturbed):
 
 
 def test_a_source_that_cannot_pay_is_asked_only_every_few_steps(model):
-    """Where a second row costs 0.42 of a pass, a source whose drafts keep missing falls below the floor at
+    """Where a second row costs 0.17 of a pass, a source whose drafts keep missing falls below the floor at
     which any of its drafts could pay within a few steps; from then on it is asked only every PROBE_EVERY-th
     step (its drafts, followed as shadows, are how it could come back), and the output is greedy's. A source
     that is right is asked at every step."""
