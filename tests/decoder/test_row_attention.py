@@ -14,7 +14,7 @@ from lookahead_lsp.decoder.row_attention import (
     plan_rows,
     row_attention,
 )
-from lookahead_lsp.decoder.woq_native import native_kernel
+from lookahead_lsp.decoder.woq_native import WoqKernel, native_kernel
 
 KINDS = ["flash", "native"]
 """ATen's flash kernel on a RowPlan, the native kernel (decoder/row_kernel.cpp) on a KeyPlan"""
@@ -99,6 +99,25 @@ def test_row_attention_is_attention(kind: str) -> None:
         attn_mask=allowed, scale=0.125,
     ).transpose(1, 2)
     torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_every_level_attends_with_the_same_bits_as_the_scalar_build(levels: dict[str, WoqKernel]) -> None:
+    """The attention kernel at each instruction-set level this CPU runs computes the scalar build's bits, for
+    head sizes compiled as constants (64, 128) and taken at run time (32), over a token tree's rows."""
+    for dim in (64, 128, 32):
+        torch.manual_seed(dim)
+        past, n, heads, kv_heads = 300, 7, 14, 2
+        visible, depths = tree_visibility(_tree(random.Random(dim), n))
+        keys, values = torch.randn(1, kv_heads, past + n, dim), torch.randn(1, kv_heads, past + n, dim)
+        query = torch.randn(1, heads, n, dim) * 3.0
+        outputs = {
+            level: native_row_attention(
+                query, keys, values, plan_keys(kernel, past, [past + d for d in depths], visible), 0.125
+            )
+            for level, kernel in levels.items()
+        }
+        for level, got in outputs.items():
+            assert torch.equal(got, outputs["scalar"]), (level, dim)
 
 
 def test_the_native_kernel_refuses_heads_it_cannot_take() -> None:

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from lookahead_lsp.decoder.gguf_blocks import AffineGroups, read_affine
-from lookahead_lsp.decoder.isa import LEVELS, chosen_level, runnable_levels
+from lookahead_lsp.decoder.isa import LEVELS, chosen_level
 from lookahead_lsp.decoder.woq_linear import (
     LAYOUTS,
     SCALE_MODES,
@@ -166,15 +166,6 @@ def test_a_failing_compiler_leaves_the_aten_kernel(tmp_path: Path, caplog: pytes
         assert load_kernel(tmp_path, None) is None
     assert "native kernel unavailable" in caplog.text and "no C++ compiler" in caplog.text
     assert not list((tmp_path / "native-v2").glob("*.so"))
-
-
-@pytest.fixture(scope="module")
-def levels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, WoqKernel]:
-    """The kernel built for every instruction-set level this CPU runs (scalar at least)."""
-    cxx = compiler()
-    assert cxx is not None
-    root = tmp_path_factory.mktemp("levels")
-    return {level: WoqKernel(build(root, cxx, level)) for level in runnable_levels()}
 
 
 def every_kind_of_weight() -> list[AffineGroups]:
