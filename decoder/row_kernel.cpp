@@ -86,7 +86,8 @@ int row_attention(const float* q, int64_t rows, int64_t heads, int64_t kv_heads,
         std::vector<float> weights;
 #pragma omp for schedule(static)
         for (int64_t task = 0; task < rows * kv_heads; task++) {  // a row's query heads that share a key head
-            const int64_t j = task / kv_heads, kvh = task % kv_heads, at = (j * heads + kvh * groups) * dim;
+            // key head by key head: a thread's tasks share one head's keys and values in its cache
+            const int64_t kvh = task / rows, j = task % rows, at = (j * heads + kvh * groups) * dim;
             const int64_t first = prefix[j], count = first + extra_start[j + 1] - extra_start[j];
             const int64_t* mine = extra + extra_start[j];
             const float *kh = k + kvh * k_head_stride, *vh = v + kvh * v_head_stride;
