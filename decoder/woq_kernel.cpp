@@ -315,6 +315,108 @@ struct Tiled {
     int64_t out_stride;  // floats from one output row to the next
 };
 
+// out = acc + bias for tile t's rows of the weight and rows m0 .. m0 + MT - 1 of the pass
+template <int MT>
+static inline void store_block(const Tiled& w, int64_t t, const F8* acc, int64_t m0) {
+    for (int m = 0; m < MT; m++) {
+        float lanes[LANES];
+        f_store(acc[m], lanes);
+        for (int j = 0; j < LANES; j++) {
+            const int64_t n = t * LANES + j;
+            if (n < w.rows) w.out[(m0 + m) * w.out_stride + n] = lanes[j] + (w.bias ? w.bias[n] : 0.0f);
+        }
+    }
+}
+
+#if WOQ_SIMD && !WOQ_VNNI
+// ---- AVX2 without VNNI: chunk by chunk. A chunk's codes are decoded into one register and multiplied with
+// each row's 4 activation bytes at once, products summed in 16 bits while they cannot overflow; so few
+// registers are live whatever the rows (decoding all 8 chunks first spills them to the stack).
+
+// chunk k of a tile-group's codes: 4- and 5-bit codes as they are, bytes as code - 128 (signed)
+template <int LAYOUT>
+static inline __m256i chunk(const uint8_t* c, int k) {
+    if (LAYOUT == BYTES) return _mm256_xor_si256(_mm256_loadu_si256((const __m256i*)(c + 32 * k)), _mm256_set1_epi8((char)0x80));
+    __m256i v = _mm256_loadu_si256((const __m256i*)(c + 32 * (k & 3)));
+    if (k >= 4) v = _mm256_srli_epi16(v, 4);
+    v = _mm256_and_si256(v, _mm256_set1_epi8(15));
+    if (LAYOUT == NIBBLES_HIGH_BIT) {  // bit k of byte 4j+b: the fifth bit of chunk k's code, moved to bit 4
+        const __m256i bits = _mm256_loadu_si256((const __m256i*)(c + 128));
+        const __m256i at4 = k <= 4 ? _mm256_slli_epi16(bits, 4 - k) : _mm256_srli_epi16(bits, k - 4);
+        v = _mm256_or_si256(v, _mm256_and_si256(at4, _mm256_set1_epi8(16)));
+    }
+    return v;
+}
+
+// chunks k0 .. k0 + count - 1 of unsigned codes below 2^LOG against each row, summed in 16 bits (a pair is at
+// most 2 * 31 * 127; four chunks' pairs of 5-bit codes, or eight of 4-bit codes, stay below 2^15), then to 32
+template <int LAYOUT, int MT>
+static inline void small_dots(const uint8_t* c, const int8_t* const* q, int k0, int count, __m256i* dot, bool add) {
+    __m256i sums[MT];
+    for (int m = 0; m < MT; m++) sums[m] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int k = k0; k < k0 + count; k++) {
+        const __m256i codes = chunk<LAYOUT>(c, k);
+        for (int m = 0; m < MT; m++) sums[m] = _mm256_add_epi16(sums[m], _mm256_maddubs_epi16(codes, broadcast4(q[m] + 4 * k)));
+    }
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int m = 0; m < MT; m++) {
+        const __m256i wide = _mm256_madd_epi16(sums[m], ones);
+        dot[m] = add ? _mm256_add_epi32(dot[m], wide) : wide;
+    }
+}
+
+// each row's exact integer dots of the tile-group's codes with its 32 activations (as group_dot)
+template <int LAYOUT, int MT>
+static inline void group_dots(const uint8_t* c, const int8_t* const* q, const int32_t* qsum, __m256i* dot) {
+    if (LAYOUT == NIBBLES) {
+        small_dots<LAYOUT, MT>(c, q, 0, 8, dot, false);
+    } else if (LAYOUT == NIBBLES_HIGH_BIT) {
+        small_dots<LAYOUT, MT>(c, q, 0, 4, dot, false);
+        small_dots<LAYOUT, MT>(c, q, 4, 4, dot, true);
+    } else {  // (code - 128) . q by sign transfer (|.| <= 128 * 127 * 2 per pair), then + 128 sum(q)
+        const __m256i ones = _mm256_set1_epi16(1);
+        for (int m = 0; m < MT; m++) dot[m] = _mm256_set1_epi32(128 * qsum[m]);
+#pragma GCC unroll 8
+        for (int k = 0; k < CHUNKS; k++) {
+            const __m256i codes = chunk<LAYOUT>(c, k), magnitude = _mm256_abs_epi8(codes);
+            for (int m = 0; m < MT; m++) {
+                const __m256i pairs = _mm256_maddubs_epi16(magnitude, _mm256_sign_epi8(broadcast4(q[m] + 4 * k), codes));
+                dot[m] = _mm256_add_epi32(dot[m], _mm256_madd_epi16(pairs, ones));
+            }
+        }
+    }
+}
+
+// tile t of the weight against rows m0 .. m0 + MT - 1 of the pass
+template <int LAYOUT, int MT>
+static void block(const Tiled& w, int64_t t, const Activations& a, int64_t m0) {
+    const int64_t G = w.groups, head = scale_bytes(w.mode);
+    F8 acc[MT];
+    for (int m = 0; m < MT; m++) acc[m] = f_zero();
+    for (int64_t g = 0; g < G; g++) {
+        const uint8_t* p = w.data + (t * G + g) * w.block;
+        // rows of a few hundred bytes are too short for the hardware's stream prefetchers to ramp up
+        for (int64_t ahead = 0; ahead < w.block; ahead += 64)
+            _mm_prefetch((const char*)(p + 4 * w.block + ahead), _MM_HINT_T0);
+        const int8_t* q[MT];
+        int32_t qsum[MT];
+        for (int m = 0; m < MT; m++) {
+            q[m] = &a.q[((m0 + m) * G + g) * GROUP];
+            qsum[m] = a.qsum[(m0 + m) * G + g];
+        }
+        __m256i dot[MT];
+        group_dots<LAYOUT, MT>(p + head, q, qsum, dot);
+        F8 s, o;
+        scales8(w.mode, w.zero, p, &s, &o);
+        for (int m = 0; m < MT; m++) {
+            const int64_t at = (m0 + m) * G + g;
+            acc[m] = f_step(acc[m], dot[m], s, a.d[at], o, a.xo[at]);
+        }
+    }
+    store_block<MT>(w, t, acc, m0);
+}
+#else
 // tile t of the weight against rows m0 .. m0 + MT - 1 of the pass
 template <int LAYOUT, int MT>
 static void block(const Tiled& w, int64_t t, const Activations& a, int64_t m0) {
@@ -337,15 +439,9 @@ static void block(const Tiled& w, int64_t t, const Activations& a, int64_t m0) {
             acc[m] = f_step(acc[m], group_dot<LAYOUT>(codes, &a.q[at * GROUP], a.qsum[at]), s, a.d[at], o, a.xo[at]);
         }
     }
-    for (int m = 0; m < MT; m++) {
-        float lanes[LANES];
-        f_store(acc[m], lanes);
-        for (int j = 0; j < LANES; j++) {
-            const int64_t n = t * LANES + j;
-            if (n < w.rows) w.out[(m0 + m) * w.out_stride + n] = lanes[j] + (w.bias ? w.bias[n] : 0.0f);
-        }
-    }
+    store_block<MT>(w, t, acc, m0);
 }
+#endif
 
 #if WOQ_SIMD && WOQ_VNNI == 2
 static const int ROW_TILE = 8;  // rows of the pass a decoded tile serves from registers
