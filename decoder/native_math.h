@@ -7,10 +7,11 @@
 #include <string.h>
 
 static inline float exp_fixed(float x) {
-    if (x < -87.0f) return 0.0f;
-    if (x > 88.0f) return INFINITY;
-    const float n = nearbyintf(x * 1.44269504088896341f);
-    float r = fmaf(n, -0.693359375f, x);
+    // branch-free (selects, no library calls), so loops over it vectorize; n rounded to the nearest integer,
+    // ties to even, by adding and taking away 1.5 * 2^23 (exact for |n| < 2^22)
+    const float low = x < -87.0f ? -87.0f : x, c = low > 88.0f ? 88.0f : low;
+    const float n = (c * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+    float r = fmaf(n, -0.693359375f, c);
     r = fmaf(n, 2.12194440e-4f, r);
     float p = 1.9875691500e-4f;
     p = fmaf(p, r, 1.3981999507e-3f);
@@ -22,5 +23,6 @@ static inline float exp_fixed(float x) {
     const int32_t bits = ((int32_t)n + 127) << 23;
     float scale;
     memcpy(&scale, &bits, 4);
-    return y * scale;
+    const float e = y * scale;
+    return x < -87.0f ? 0.0f : x > 88.0f ? INFINITY : e;
 }

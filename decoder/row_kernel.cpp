@@ -52,11 +52,10 @@ static void attend(const float* q, const float* kh, int64_t k_pos_stride, const 
         float* w = &weights[g * count];
         float top = -INFINITY;
         for (int64_t i = 0; i < count; i++) top = w[i] > top ? w[i] : top;
+#pragma omp simd
+        for (int64_t i = 0; i < count; i++) w[i] = exp_fixed(w[i] - top);  // lane by lane: the same bits
         float sums[SUMS] = {0};
-        for (int64_t i = 0; i < count; i++) {
-            w[i] = exp_fixed(w[i] - top);
-            sums[i % SUMS] = sums[i % SUMS] + w[i];
-        }
+        for (int64_t i = 0; i < count; i++) sums[i % SUMS] = sums[i % SUMS] + w[i];
         const float total = ((sums[0] + sums[4]) + (sums[2] + sums[6])) + ((sums[1] + sums[5]) + (sums[3] + sums[7]));
         float o[D > 0 ? D : 256];  // head sizes up to 256 at run time
         for (int64_t d = 0; d < n; d++) o[d] = 0.0f;

@@ -39,7 +39,7 @@ logger = logging.getLogger(__name__)
 
 SOURCES = ("woq_kernel.cpp", "row_kernel.cpp", "layer_kernel.cpp")  # matrix products, attention, per-row steps
 HEADERS = ("native_math.h",)  # included by the sources: part of the build's key, never compiled alone
-FLAGS = ("-O3", "-mtune=native", "-fopenmp", "-shared", "-fPIC", "-std=c++17", "-ffp-contract=off")
+FLAGS = ("-O3", "-mtune=native", "-fopenmp", "-shared", "-fPIC", "-std=c++17", "-ffp-contract=off", "-fno-trapping-math")
 OFF_ENV = "LOOKAHEAD_LSP_NATIVE"
 
 
