@@ -41,6 +41,14 @@ def test_bench_knows_the_peer_configurations() -> None:
         parse_decoders("llama-server-fast")
 
 
+def test_llama_servers_stands_for_every_peer_configuration() -> None:
+    configs = parse_decoders("lookahead,llama-servers")
+    assert [c.name for c in configs] == ["greedy", "lookahead", *PEERS]
+    assert all(c.family == "peer" for c in configs[2:]) and len(PEERS) >= 4
+    spec_types = {args[args.index("--spec-type") + 1] for args in PEERS.values() if args}
+    assert spec_types == {"ngram-mod", "ngram-simple", "ngram-map-k"}  # each n-gram type at its best setting
+
+
 def test_bench_refuses_a_peer_without_the_same_gguf(tiny_model_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["bench", "--model", str(tiny_model_dir), "--holes", "1", "--decoders", "greedy,llama-server"]
     assert main(argv) == 2
@@ -122,11 +130,12 @@ def test_peer_returns_the_servers_greedy_tokens_for_our_prompt_ids(peers: dict[s
         assert stats.prefill_ms > 0 and stats.decode_ms > 0 and stats.steps == stats.new_tokens - 1
 
 
-def test_peer_with_ngram_speculation_is_lossless_and_drafts(peers: dict[str, Peer], tokenizer: Any) -> None:
+@pytest.mark.parametrize("name", [name for name, args in PEERS.items() if args])
+def test_peer_with_ngram_speculation_is_lossless_and_drafts(peers: dict[str, Peer], tokenizer: Any, name: str) -> None:
     request = _request(tokenizer, REPEAT, 24)
     plain = peers["llama-server"].decoder.generate(request)
-    ngram = peers["llama-server-ngram"].decoder.generate(request)
-    print(f"plain {plain.stats.to_dict()}\nngram {ngram.stats.to_dict()}")
+    ngram = peers[name].decoder.generate(request)
+    print(f"plain {plain.stats.to_dict()}\n{name} {ngram.stats.to_dict()}")
     assert ngram.token_ids == plain.token_ids and len(plain.token_ids) > 8
     accepted = ngram.stats.tokens_by_source["llama-ngram"]
     assert accepted > 0 and ngram.stats.steps == ngram.stats.new_tokens - 1 - accepted

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lookahead_lsp.evaluation.report import model_name
+from lookahead_lsp.evaluation.report import model_name, peer_lines
+from lookahead_lsp.evaluation.speed import Summary
 
 
 def test_model_name_leaves_out_cache_paths(tmp_path: Path) -> None:
@@ -14,3 +15,23 @@ def test_model_name_leaves_out_cache_paths(tmp_path: Path) -> None:
     local = tmp_path / "my-model"
     local.mkdir()
     assert model_name({"model_spec": str(local)}) == "my-model"
+
+
+def test_the_peer_is_its_fastest_configuration_by_tokens_per_second() -> None:
+    """Not the one with the fewest passes: a configuration that drafts much and decodes slowly is not the peer."""
+    def row(name: str, tokens_per_s: float, passes: float, prefill: float, completion: float) -> Summary:
+        return Summary(name, 10, tokens_per_s, 1.0, passes, 1.0, prefill, 0.0, 10, completion_ms=completion)
+
+    lines = peer_lines(
+        [
+            row("greedy", 30.0, 1.0, 3000.0, 4000.0),
+            row("lookahead", 45.0, 0.6, 3000.0, 3600.0),
+            row("llama-server", 30.0, 1.0, 6000.0, 7200.0),
+            row("llama-server-ngram", 27.0, 0.5, 6000.0, 7300.0),  # fewest passes, slower
+            row("llama-server-simple", 36.0, 0.7, 6000.0, 7000.0),
+        ]
+    )
+    assert lines[0].endswith("llama-server-simple (36.0)")
+    assert "1.25x" in lines[1]  # 45 / 36
+    assert "1.00x" in lines[2] and "2.00x" in lines[3] and "2.00x" in lines[4]  # 7200 / 3600
+    assert peer_lines([row("greedy", 30.0, 1.0, 1.0, 1.0)]) == []  # no peer ran
