@@ -4,7 +4,9 @@
 (bytes of one frame) instead of pygls' own reader. Before pygls dispatches anything, the message is
 checked here, and a request that cannot be handled gets its JSON-RPC error: -32700 (no JSON), -32600
 (no valid envelope; a second ``initialize``; anything after ``shutdown``), -32601 (a method this server
-does not serve), -32602 (params that do not fit the method's type). Notifications are never answered;
+does not serve), -32602 (params that do not fit the method's type). Every error answer carries ``id``, ``null``
+when the request's id could not be read (lsprotocol's converter would leave a ``None`` id out, and a frame
+without ``id`` is neither response nor notification to a strict client). Notifications are never answered;
 their problems, like every refusal, are logged to stderr. Nothing here shows a window message: the
 user is told about settings and the model elsewhere, never about a client's malformed messages.
 """
@@ -59,6 +61,13 @@ class RobustProtocol(LanguageServerProtocol):
         if refusal.answer:
             error = types.ResponseError(code=refusal.code, message=refusal.message)
             self._send_data(types.ResponseErrorMessage(id=refusal.msg_id, error=error))
+
+    def _serialize_message(self, data: Any) -> Any:
+        """pygls' serialization, except that an error answer always has its ``id`` member (``null`` if unknown)."""
+        serialized = super()._serialize_message(data)
+        if isinstance(data, types.ResponseErrorMessage):
+            serialized.setdefault("id", None)
+        return serialized
 
     def _refusal(self, message: dict[str, Any]) -> Refusal | None:
         """Why this checked message is not handed to pygls, given the server's state; None to handle it."""

@@ -84,6 +84,9 @@ class HostileClient:
             except ValueError:
                 self.garbage.append(body)
                 return self._ended()
+            if not isinstance(parsed, dict) or ("method" not in parsed and "id" not in parsed):
+                self.garbage.append(body)  # neither a request, a notification nor a response (JSON-RPC 2.0)
+                continue
             if "method" in parsed and "id" in parsed:  # the daemon's own request (progress): answer it
                 self.send(frame(json.dumps({"jsonrpc": "2.0", "id": parsed["id"], "result": None})))
             with self._cond:
@@ -124,7 +127,7 @@ class HostileClient:
 
     def null_id_errors(self) -> int:
         with self._cond:
-            return sum(1 for m in self.received if "error" in m and m.get("id") is None)
+            return sum(1 for m in self.received if "error" in m and "id" in m and m["id"] is None)
 
     # ---- input -------------------------------------------------------------------------------------
 

@@ -93,7 +93,8 @@ def test_unparsable_bodies_get_parse_error(daemon: HostileClient, body: bytes) -
     before = daemon.null_id_errors()
     daemon.send(frame(body))
     _still_answers(daemon)
-    error = daemon.wait_for(lambda m: m.get("id") is None and "error" in m, after=len(daemon.received) - 3)
+    assert daemon.garbage == []  # every frame was a response, a request or a notification: the error has its id
+    error = daemon.wait_for(lambda m: "id" in m and m["id"] is None and "error" in m, after=len(daemon.received) - 3)
     assert error["error"]["code"] == -32700
     assert daemon.null_id_errors() == before + 1
 
@@ -148,6 +149,7 @@ def test_reader_resynchronises_after_a_bad_frame(daemon: HostileClient, name: st
     assert "result" in daemon.response(msg_id, timeout=10)
     _still_answers(daemon)
     assert daemon.alive
+    assert daemon.garbage == []  # a parse error for the bad frame (if any) carries "id": null
 
 
 def test_lenient_frames_are_understood(daemon: HostileClient) -> None:
