@@ -159,7 +159,7 @@ class ProgressBars:
 
     def _created(self, task: Task, token: str, future: Future[Any]) -> None:
         bar = self._bars.get(task)
-        if bar is None or bar.token != token or future.exception() is not None:
+        if bar is None or bar.token != token or future.cancelled() or future.exception() is not None:
             self._bars.pop(task, None)
             return
         message, percentage = bar.pending
