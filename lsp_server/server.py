@@ -44,7 +44,7 @@ from pygls.uris import to_fs_path
 
 from lookahead_lsp.lsp_server import memory, pipeline, transport
 from lookahead_lsp.lsp_server.cli import configure_logging
-from lookahead_lsp.lsp_server.config import Config, parse_config, to_settings
+from lookahead_lsp.lsp_server.config import Config, parse_config, settings_message, to_settings
 from lookahead_lsp.lsp_server.documents import Document, DocumentStore
 from lookahead_lsp.lsp_server.engine import Engine
 from lookahead_lsp.lsp_server.held import CompletionCache, Held
@@ -305,20 +305,22 @@ class LookaheadServer(LanguageServer):
             self.engine.start()
 
     def apply_settings(self, raw: Any) -> None:
-        """Take new settings; bad values are shown to the user and keep their previous values."""
+        """Take new settings; bad values keep their previous values and all of them are shown in one message."""
         previous = self.config
-        self.config, errors = parse_config(raw, previous)
+        self.config, problems = parse_config(raw, previous)
         if self.config != previous:
             self.held = CompletionCache()  # held completions were made under the old settings
-        for error in errors:
-            self.show(f"lookahead: {error}", types.MessageType.Warning)
         if self.config.log_file != previous.log_file and self.config.log_file:
             try:
                 configure_logging(logging.getLevelName(logging.getLogger().level), self.config.log_file)
             except OSError as exc:  # a missing folder, a directory, no permission: the rest still applies
                 self.config = dataclasses.replace(self.config, log_file=previous.log_file)
-                message = f"lookahead: logFile {exc.filename!r} cannot be written ({exc.strerror or exc})"
-                self.show(f"{message}; keeping {previous.log_file!r}", types.MessageType.Warning)
+                reason = f"{exc.filename!r} cannot be written ({exc.strerror or exc})"
+                problems.append(f"logFile {reason}; keeping {previous.log_file!r}")
+        message = settings_message(problems)
+        if message is not None:
+            log.warning("settings: %s", "; ".join(problems))
+            self.show(message, types.MessageType.Warning)
         if self.engine is not None:
             start = self.config.enabled and self.engine.state == "idle"
             self.engine.apply_config(self.config)

@@ -177,6 +177,18 @@ class HostileClient:
                 return dict(model)
             time.sleep(0.1)
 
+    def wait_index(self, timeout: float = 90.0) -> dict[str, Any]:
+        """The workspace index's state once it is ready (or when ``timeout`` ran out)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            index = self.stats()["model"]["index"]
+            if index["ready"] or time.monotonic() > deadline:
+                return dict(index)
+            time.sleep(0.2)
+
+    def indexed_files(self) -> int:
+        return int(self.stats()["model"]["index"]["stats"]["files"])
+
     # ---- the process -------------------------------------------------------------------------------
 
     @property

@@ -1,7 +1,7 @@
 """A hostile workspace and cache against the real daemon over stdio: one bad input never disables the index.
 
 One daemon indexes a workspace holding a file name that is not UTF-8, a ``.gitignore`` with patterns that do
-not compile, a FIFO, with a bad ``exclude`` pattern and a cache path that is a file; a second one starts
+not compile, a FIFO, with bad ``exclude`` and ``include`` patterns and a cache path that is a file; a second one starts
 on a cache holding an invalid snapshot (negative token ids) and temporaries left by a killed writer, and
 its index must match the disk after churn during the build, a burst and a directory renamed mid-change.
 """
@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
@@ -42,28 +41,15 @@ def _workspace(root: Path) -> Path:
     return root
 
 
-def _index_stats(client: HostileClient, timeout: float = 90.0) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while True:
-        index = client.stats()["model"]["index"]
-        if index["ready"] or time.monotonic() > deadline:
-            return dict(index)
-        time.sleep(0.2)
-
-
-def _indexed_files(client: HostileClient) -> int:
-    return int(client.stats()["model"]["index"]["stats"]["files"])
-
-
 def test_bad_names_patterns_fifos_and_cache_keep_the_index(tiny_model_dir: Path, tmp_path: Path) -> None:
     root = _workspace(tmp_path / "ws")
     cache_file = tmp_path / "cache-is-a-file"
     cache_file.write_text("not a directory\n")
     client = HostileClient(tmp_path, env={"LOOKAHEAD_LSP_CACHE": str(cache_file)})
     try:
-        options = {"model": str(tiny_model_dir), "maxNewTokens": 4, "exclude": ["[z-a]", "*.tmp"]}
+        options = {"model": str(tiny_model_dir), "maxNewTokens": 4, "exclude": ["[z-a]", "*.tmp"], "include": ["["]}
         assert "result" in client.initialize(root, options)
-        index = _index_stats(client)
+        index = client.wait_index()
         assert index["ready"], index
         # .gitignore, good.py, kept.py; not the FIFO, the bad name, the ignored log
         assert index["stats"]["files"] == 3, index
@@ -73,9 +59,9 @@ def test_bad_names_patterns_fifos_and_cache_keep_the_index(tiny_model_dir: Path,
         time.sleep(0.5)
         (root / "later.py").write_text("def later():\n    return 4\n")
         deadline = time.monotonic() + 30
-        while _indexed_files(client) < 4 and time.monotonic() < deadline:
+        while client.indexed_files() < 4 and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert _indexed_files(client) == 4
+        assert client.indexed_files() == 4
         # didOpen + didClose of a FIFO path: nothing blocks, later requests are answered
         uri = (root / "pipe.py").as_uri()
         client.notify("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "python", "version": 1,
@@ -84,10 +70,11 @@ def test_bad_names_patterns_fifos_and_cache_keep_the_index(tiny_model_dir: Path,
         time.sleep(1.0)
         (root / "last.py").write_text("def last():\n    return 5\n")
         deadline = time.monotonic() + 30
-        while _indexed_files(client) < 5 and time.monotonic() < deadline:
+        while client.indexed_files() < 5 and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert _indexed_files(client) == 5
-        assert client.pop_ups() == [], client.pop_ups()
+        assert client.indexed_files() == 5
+        pop_ups = client.pop_ups()  # the settings' two bad patterns, dropped: one message
+        assert len(pop_ups) == 1 and "'[z-a]' dropped" in pop_ups[0] and "'[' dropped" in pop_ups[0], pop_ups
         started = time.monotonic()
         assert client.close() == 0
         assert time.monotonic() - started < 5
@@ -95,7 +82,7 @@ def test_bad_names_patterns_fifos_and_cache_keep_the_index(tiny_model_dir: Path,
         if client.alive:
             client.process.kill()
     log = client.stderr()
-    assert log.count("pattern '[z-a]' ignored") == 2, log[-3000:]  # once for .gitignore, once for exclude
+    assert log.count("pattern '[z-a]' ignored") == 1, log[-3000:]  # in .gitignore (the setting's was dropped)
     assert log.count("pattern '!' ignored") == 1, log[-3000:]
     assert log.count("not UTF-8 are skipped") == 1, log[-3000:]
     assert "kept in memory" in log
@@ -130,14 +117,14 @@ def test_invalid_snapshot_discarded_temporaries_removed_and_churn_reconciled(
     try:
         assert "result" in client.initialize(root, {"model": str(tiny_model_dir), "maxNewTokens": 4})
         _churn_during_build(root)
-        index = _index_stats(client)
+        index = client.wait_index()
         assert index["ready"] and index["stats"]["reused_files"] == 0, index
         _churn(root)
         expected = _on_disk(root)
         deadline = time.monotonic() + 180  # a busy CI machine: the rescan waits behind other work
-        while _indexed_files(client) != len(expected) and time.monotonic() < deadline:
+        while client.indexed_files() != len(expected) and time.monotonic() < deadline:
             time.sleep(0.3)
-        assert _indexed_files(client) == len(expected)
+        assert client.indexed_files() == len(expected)
         assert client.close() == 0
     finally:
         if client.alive:
