@@ -65,6 +65,7 @@ CMD_REINDEX = "lookahead.reindex"
 CMD_ACCEPTED = "lookahead.accepted"
 TRIM_AFTER_S = 2.0  # free memory is returned to the system this long after the last document closed
 SETTLE_S = 0.3  # a document is settled (background prefill starts) once nothing happened to it this long
+STOP_WAIT_S = 15.0  # exit waits this long for the stop that shutdown began (the index snapshot's save)
 
 
 class StatsBook:
@@ -243,7 +244,8 @@ class LookaheadServer(LanguageServer):
         self.cursors: dict[str, int] = {}  # the last known cursor offset per document URI
         self._settle: dict[str, asyncio.TimerHandle] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._stopped = False
+        self._stopper: threading.Thread | None = None  # stops the worker and the engine (begun by shutdown)
+        self._stopper_lock = threading.Lock()
         self.terminated = False  # SIGTERM ended the session
         self._trim: asyncio.TimerHandle | None = None
 
@@ -327,14 +329,30 @@ class LookaheadServer(LanguageServer):
             if start:
                 self.engine.start()
 
+    def begin_stop(self) -> None:
+        """Start stopping the worker and the engine (the index snapshot is saved) on a thread of its own, so
+        that ``shutdown`` is answered at once whatever the index is doing. Idempotent."""
+        with self._stopper_lock:
+            if self._stopper is None:
+                self._stopper = threading.Thread(target=self._stop_now, name="lsp-stop", daemon=True)
+                self._stopper.start()
+
     def stop(self) -> None:
-        """Stop the worker and the engine (the index snapshot is saved). Idempotent."""
-        if self._stopped:
-            return
-        self._stopped = True
-        self.scheduler.stop(timeout=2.0)
-        if self.engine is not None:
-            self.engine.stop()
+        """Stop (:meth:`begin_stop`) and wait until it is done, ``STOP_WAIT_S`` at most (the snapshot is written
+        atomically: cut off, the previous one stays). Idempotent."""
+        self.begin_stop()
+        assert self._stopper is not None
+        self._stopper.join(STOP_WAIT_S)
+        if self._stopper.is_alive():
+            log.warning("stopping took more than %.0f s; exiting without waiting for it", STOP_WAIT_S)
+
+    def _stop_now(self) -> None:
+        try:
+            self.scheduler.stop(timeout=2.0)
+            if self.engine is not None:
+                self.engine.stop()
+        except Exception:
+            log.exception("stopping failed")
 
     # ---- documents ---------------------------------------------------------------------------------
 
@@ -625,7 +643,7 @@ def accepted_command(ls: LookaheadServer, *args: Any) -> dict[str, Any]:
 @SERVER.feature(types.SHUTDOWN)
 def shutdown(ls: LookaheadServer, *args: Any) -> None:
     ls.shutdown_requested = True
-    ls.stop()
+    ls.begin_stop()  # answered at once; exit waits for the stop
 
 
 @SERVER.feature(types.EXIT)

@@ -3,12 +3,16 @@
 One daemon indexes a workspace holding a file name that is not UTF-8, a ``.gitignore`` with patterns that do
 not compile, a FIFO, with bad ``exclude`` and ``include`` patterns and a cache path that is a file; a second one starts
 on a cache holding an invalid snapshot (negative token ids) and temporaries left by a killed writer, and
-its index must match the disk after churn during the build, a burst and a directory renamed mid-change.
+its index must match the disk after churn during the build, a burst and a directory renamed mid-change. A
+third case churns thousands of files: the live index catches up with a burst, ``shutdown`` is answered at
+once during churn, and a daemon killed while it saves leaves a snapshot the next one can use.
 """
 
 from __future__ import annotations
 
 import os
+import signal
+import threading
 import time
 from pathlib import Path
 
@@ -161,3 +165,74 @@ def _churn(root: Path) -> None:
 
 def _on_disk(root: Path) -> set[str]:
     return {str(f.path) for f in scan(root.resolve()).files}
+
+
+def _burst(directory: Path, count: int, stop: threading.Event | None = None) -> int:
+    """Files created, every other one renamed and every third deleted, ``count`` of them (or until ``stop``)."""
+    directory.mkdir(exist_ok=True)
+    made = 0
+    while made < count and not (stop is not None and stop.is_set()):
+        path = directory / f"b{made}.py"
+        path.write_text(f"def b{made}():\n    return {made}\n")
+        if made % 2:
+            path = path.rename(directory / f"r{made}.py")
+        if made % 3 == 0:
+            path.unlink()
+        made += 1
+    return made
+
+
+def test_churn_index_catches_up_shutdown_answers_at_once_and_a_kill_keeps_the_snapshot(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    root = tmp_path / "ws"
+    (root / ".git").mkdir(parents=True)
+    for i in range(200):
+        (root / f"base{i}.py").write_text(f"def base{i}(x):\n    return x * {i}\n")
+    env = {"LOOKAHEAD_LSP_CACHE": str(tmp_path / "cache")}
+    options = {"model": str(tiny_model_dir), "maxNewTokens": 4}
+    client = HostileClient(tmp_path / "first", env=env)
+    try:
+        assert "result" in client.initialize(root, options)
+        assert client.wait_index()["ready"]
+        _burst(root / "burst", 6000)
+        expected = len(_on_disk(root))
+        deadline = time.monotonic() + 30  # a few seconds (2.5 s measured); generous for a loaded machine
+        while client.indexed_files() != expected and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert client.indexed_files() == expected
+        stop = threading.Event()
+        churner = threading.Thread(target=_burst, args=(root / "churn", 10**9, stop), daemon=True)
+        churner.start()
+        time.sleep(2.0)  # thousands of events under way: a burst, a rescan waiting or running
+        started = time.monotonic()
+        reply = client.request("shutdown", None, timeout=30)
+        answered_in = time.monotonic() - started
+        stop.set()
+        churner.join(30)
+        assert "result" in reply, reply
+        assert answered_in < 1.0, answered_in
+        client.notify("exit")
+        assert client.process.wait(60) == 0
+        assert "Traceback" not in client.stderr()
+        # the next daemon uses that snapshot, is killed while saving after churn, and the one after still
+        # finds a usable snapshot (the previous or the new one, never a part) and an index equal to the disk
+        second = HostileClient(tmp_path / "second", env=env)
+        assert "result" in second.initialize(root, options)
+        assert second.wait_index()["stats"]["reused_files"] > 0
+        _burst(root / "churn", 3000)
+        assert "result" in second.request("shutdown", None, timeout=30)
+        second.process.send_signal(signal.SIGKILL)
+        second.process.wait(30)
+        second.close()
+        third = HostileClient(tmp_path / "third", env=env)
+        assert "result" in third.initialize(root, options)
+        index = third.wait_index()
+        assert index["ready"] and index["stats"]["files"] == len(_on_disk(root)), index
+        assert index["stats"]["reused_files"] > 0, index
+        assert third.close() == 0
+        assert "discarded" not in third.stderr() and "Traceback" not in third.stderr()
+    finally:
+        for daemon in (client, locals().get("second"), locals().get("third")):
+            if daemon is not None and daemon.alive:
+                daemon.process.kill()
