@@ -37,6 +37,7 @@ from lookahead_lsp.context.index_store import (
     save_snapshot,
     snapshot_path,
     tokenizer_key,
+    vocab_limit,
 )
 from lookahead_lsp.context.ngram_index import NgramIndex
 from lookahead_lsp.context.watcher import WorkspaceWatcher
@@ -118,6 +119,7 @@ class WorkspaceIndex:
         tokenize_batch: TokenizeBatchFn | None = None,
         index: NgramIndex | None = None,
         debounce_s: float = 0.2,
+        vocab_limit: int | None = None,
     ) -> None:
         self.roots = [Path(r).resolve() for r in roots]
         self.config = config
@@ -125,6 +127,7 @@ class WorkspaceIndex:
         self.stats = IndexStats()
         self.snapshot_file = snapshot_path(self.roots, store_key) if store_key else None
         self._store_key = store_key
+        self._vocab_limit = vocab_limit  # a snapshot holding a token id at or above it is discarded
         self._tokenize = tokenize
         self._tokenize_batch = tokenize_batch or (lambda texts: [tokenize(t) for t in texts])
         self._filters = [PathFilter(r, config) for r in self.roots]
@@ -141,8 +144,9 @@ class WorkspaceIndex:
     def for_tokenizer(
         cls, roots: Sequence[str | Path], tokenizer: Any, config: WorkspaceConfig = DEFAULT_CONFIG, **kwargs: Any
     ) -> WorkspaceIndex:
-        """Wire a Hugging Face fast tokenizer: single and batch tokenization, the snapshot key."""
+        """Wire a Hugging Face fast tokenizer: single and batch tokenization, the snapshot key and id limit."""
         batch = batch_tokenizer(tokenizer)
+        kwargs.setdefault("vocab_limit", vocab_limit(tokenizer))
         return cls(roots, lambda text: batch([text])[0], config, tokenizer_key(tokenizer), batch, **kwargs)
 
     # --- build ---------------------------------------------------------------------------------------
@@ -179,7 +183,7 @@ class WorkspaceIndex:
     def _load_snapshot(self) -> Snapshot | None:
         if self.snapshot_file is None or self._store_key is None:
             return None
-        return load_snapshot(self.snapshot_file, self.roots, self._store_key)
+        return load_snapshot(self.snapshot_file, self.roots, self._store_key, self._vocab_limit)
 
     def _collect(
         self, scanned: list[ScannedFile], snapshot: Snapshot | None, stats: IndexStats, report: ProgressFn
