@@ -390,7 +390,8 @@ class WorkspaceIndex:
             return
         targets = set(keys)
         with self._lock:
-            gone = [p for p in self._disk if p not in self._open and _is_under(p, targets)]
+            under = tuple(key + "/" for key in targets if key not in self._disk)  # maybe directories
+            gone = [p for p in self._disk if p not in self._open and (p in targets or p.startswith(under))]
             for p in gone:
                 del self._disk[p]
             self.index.remove_files([*gone, *(key for key in targets if key not in self._open)])
@@ -408,15 +409,3 @@ class WorkspaceIndex:
                 listener(path, text)
             except Exception:
                 log.exception("workspace index listener failed for %s", path)
-
-
-def _is_under(path: str, targets: set[str]) -> bool:
-    """Whether ``path`` is one of ``targets`` or inside one of them (a directory)."""
-    while path:
-        if path in targets:
-            return True
-        head, sep, _ = path.rpartition("/")
-        if not sep:
-            return False
-        path = head
-    return False
