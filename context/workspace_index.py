@@ -3,8 +3,9 @@
 ``build()`` scans the roots, reuses the snapshot's token ids for files whose size and mtime are unchanged,
 tokenizes the rest in batches, indexes everything (oldest file first, so recency follows modification time)
 and saves the snapshot. Afterwards the watcher (``start_watching()``) and the editor
-(``update_document``/``close_document``; an open document's text overrides the disk) keep it current, one file
-at a time. Listeners (``add_listener``) hear about every effective change, e.g. snippet retrieval.
+(``update_document``/``close_document``; an open document's text overrides the disk) keep it current (the
+watcher's paths that settle together as one update). Listeners (``add_listener``) hear about every effective
+change, e.g. snippet retrieval.
 
 A reconcile (after a burst of events, a directory move, the build) reads, tokenizes and indexes the files that
 changed in chunks of ``RECONCILE_CHUNK`` (one tokenizer call and one index update per chunk), so thousands of
