@@ -5,8 +5,9 @@ One msgpack file per (workspace roots, tokenizer identity) under ``$LOOKAHEAD_LS
 keeps the path, size, mtime_ns and the token ids (little-endian int32 bytes). Writes are atomic (temporary
 file, fsync, rename, fsync of the directory). A corrupt snapshot, or one written for other roots, another
 tokenizer or another format version, is discarded with a warning and the caller rebuilds. Every
-entry is checked on load (types, non-negative sizes and token ids), so a damaged snapshot is discarded
-instead of failing the index. File names that are not UTF-8 are stored as their bytes (lossless).
+entry is checked on load (types, non-negative sizes, token ids inside the tokenizer's vocabulary:
+:func:`vocab_limit`), so a damaged snapshot is discarded instead of failing the index or feeding the
+decoder ids the model has no token for. File names that are not UTF-8 are stored as their bytes (lossless).
 Temporary files of writers that were killed are removed (:func:`remove_stale_temporaries`).
 """
 
@@ -16,6 +17,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import stat
 import tempfile
 import time
@@ -67,21 +69,34 @@ def snapshot_path(roots: Sequence[str | Path], tokenizer_key: str, root_dir: Pat
     return (root_dir or cache_root()) / f"workspace-index-v{FORMAT_VERSION}" / f"{digest}.msgpack"
 
 
-_KEYS: dict[int, tuple[Any, str]] = {}  # id(tokenizer) -> (tokenizer, key): hashing a vocabulary takes a while
+_FACTS: dict[int, tuple[Any, str, int]] = {}  # id(tokenizer) -> (tokenizer, key, limit): get_vocab takes a while
+_PLACEHOLDER = re.compile(r"\[PAD\d+\]|<\|?(?:pad|PAD|unused)_?\d+\|?>")  # rows padding an embedding, no text
 
 
-def tokenizer_key(tokenizer: Any) -> str:
-    """A tokenizer's identity: its name plus a hash of its vocabulary (so a changed vocab never matches)."""
-    cached = _KEYS.get(id(tokenizer))
+def _vocab_facts(tokenizer: Any) -> tuple[str, int]:
+    cached = _FACTS.get(id(tokenizer))
     if cached is not None and cached[0] is tokenizer:
-        return cached[1]
+        return cached[1], cached[2]
     vocab = tokenizer.get_vocab()
     ordered = sorted(vocab, key=vocab.__getitem__)
     digest = hashlib.sha256("\0".join(ordered).encode("utf-8", "surrogatepass")).hexdigest()[:16]
     name = Path(str(getattr(tokenizer, "name_or_path", "") or "tokenizer")).name
-    key = f"{name}:{digest}"
-    _KEYS[id(tokenizer)] = (tokenizer, key)
-    return key
+    real = [i for token, i in vocab.items() if not _PLACEHOLDER.fullmatch(token)]
+    facts = (f"{name}:{digest}", max(real) + 1 if real else len(vocab))
+    _FACTS[id(tokenizer)] = (tokenizer, *facts)
+    return facts
+
+
+def tokenizer_key(tokenizer: Any) -> str:
+    """A tokenizer's identity: its name plus a hash of its vocabulary (so a changed vocab never matches)."""
+    return _vocab_facts(tokenizer)[0]
+
+
+def vocab_limit(tokenizer: Any) -> int:
+    """One past the highest token id ``tokenizer`` has a token for: its vocabulary without the placeholders
+    that pad a model's embedding rows past the real tokens (the embedded model's ``[PAD151665]`` onwards, so
+    151665 is its limit). Ids from tokenizing text are always below it."""
+    return _vocab_facts(tokenizer)[1]
 
 
 # ---------------------------------------------------------------------------------------------- encoding
@@ -110,12 +125,14 @@ def _count(value: Any) -> int:
     return value
 
 
-def _token_ids(blob: Any) -> np.ndarray:
+def _token_ids(blob: Any, limit: int | None) -> np.ndarray:
     if not isinstance(blob, bytes):
         raise TypeError(f"token ids must be bytes, got {type(blob).__name__}")
     tokens = np.frombuffer(blob, dtype=TOKEN_DTYPE).astype(np.int32)
     if tokens.size and int(tokens.min()) < 0:
         raise ValueError("negative token ids")
+    if tokens.size and limit is not None and int(tokens.max()) >= limit:
+        raise ValueError(f"token id {int(tokens.max())} outside the vocabulary (ids below {limit})")
     return tokens
 
 
@@ -137,8 +154,9 @@ class SnapshotError(Exception):
     """A snapshot that cannot be used (the message says why)."""
 
 
-def decode_snapshot(data: bytes, roots: list[str], tokenizer: str) -> Snapshot:
-    """The snapshot in ``data``, checked to belong to ``roots`` and ``tokenizer``; raises SnapshotError."""
+def decode_snapshot(data: bytes, roots: list[str], tokenizer: str, limit: int | None = None) -> Snapshot:
+    """The snapshot in ``data``, checked to belong to ``roots`` and ``tokenizer`` (and, given the vocabulary's
+    ``limit``, to hold only token ids below it); raises SnapshotError."""
     try:
         payload = msgpack.unpackb(data, raw=False)
     except Exception as exc:  # msgpack raises several unrelated types on garbage
@@ -156,7 +174,7 @@ def decode_snapshot(data: bytes, roots: list[str], tokenizer: str) -> Snapshot:
     try:
         for path, size, mtime_ns, blob in payload["files"]:
             name = _path_in(path)
-            snapshot.files[name] = StoredFile(name, _count(size), _count(mtime_ns), _token_ids(blob))
+            snapshot.files[name] = StoredFile(name, _count(size), _count(mtime_ns), _token_ids(blob, limit))
     except (KeyError, TypeError, ValueError) as exc:
         raise SnapshotError(f"malformed file entry: {exc}") from exc
     return snapshot
@@ -246,8 +264,9 @@ def save_snapshot(path: Path, snapshot: Snapshot) -> None:
     write_atomic(path, encode_snapshot(snapshot))
 
 
-def load_snapshot(path: Path, roots: Sequence[str | Path], tokenizer: str) -> Snapshot | None:
-    """The stored snapshot, or ``None`` (missing; or corrupt or foreign: then logged and deleted)."""
+def load_snapshot(path: Path, roots: Sequence[str | Path], tokenizer: str, limit: int | None = None) -> Snapshot | None:
+    """The stored snapshot, or ``None`` (missing; or corrupt, foreign or holding a token id at or above the
+    vocabulary's ``limit``: then logged once and deleted)."""
     try:
         if not stat.S_ISREG(path.stat().st_mode):  # a directory, a FIFO: never read (a FIFO would block)
             raise IsADirectoryError(f"{path} is not a regular file")
@@ -258,7 +277,7 @@ def load_snapshot(path: Path, roots: Sequence[str | Path], tokenizer: str) -> Sn
         log.warning("workspace index snapshot %s unreadable (%s); rebuilding", path, exc)
         return None
     try:
-        return decode_snapshot(data, normalized_roots(roots), tokenizer)
+        return decode_snapshot(data, normalized_roots(roots), tokenizer, limit)
     except SnapshotError as exc:
         log.warning("workspace index snapshot %s discarded (%s); rebuilding", path, exc)
         path.unlink(missing_ok=True)

@@ -279,9 +279,17 @@ class NgramIndex:
 
     def set_file(self, path: str, tokens: Sequence[int] | np.ndarray) -> None:
         """Add or replace one file (it becomes the most recent)."""
+        self.set_files([(path, tokens)])
+
+    def set_files(self, files: Iterable[tuple[str, Sequence[int] | np.ndarray]]) -> None:
+        """Add or replace files (the later the more recent); one rebuild of the overlay for all of them."""
         with self._lock:
-            self._files[path] = self._version(tokens)
-            self._after_change([path])
+            changed = []
+            for path, tokens in files:
+                self._files[path] = self._version(tokens)
+                changed.append(path)
+            if changed:
+                self._after_change(changed)
 
     def remove_file(self, path: str) -> None:
         self.remove_files([path])
@@ -388,13 +396,14 @@ class NgramIndex:
         self._publish()
 
     def _after_change(self, changed: list[str]) -> None:
-        overlay = [p for p in self._overlay.paths if p not in changed and p in self._files]
-        overlay += [p for p in changed if p in self._files]
+        changed_set = set(changed)
+        overlay = [p for p in self._overlay.paths if p not in changed_set and p in self._files]
+        overlay += [p for p in dict.fromkeys(changed) if p in self._files]
         if sum(len(self._files[p].tokens) for p in overlay) > self.overlay_max_tokens:
             self._rebuild_all()
             return
         self._overlay = self._segment_of(overlay)
-        if any(p == self._current or p in self._open for p in changed):
+        if any(p == self._current or p in self._open for p in changed_set):
             self._preferred = self._segment_of(self._preferred_paths())
         self._publish()
 

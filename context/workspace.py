@@ -96,23 +96,65 @@ IgnoreLayer = tuple[str, GitIgnoreSpec]  # (directory relative to the root, "" f
 _WARNED: set[tuple[str, str]] = set()  # (where, pattern) already reported: one warning each per process
 
 
-def lenient_spec(lines: Sequence[str], where: str) -> GitIgnoreSpec:
-    """The spec of ``lines`` without the patterns that do not compile (``[z-a]``, a lone ``!``); each
-    bad pattern is logged once. One bad line never disables the rest."""
-    try:
-        return GitIgnoreSpec.from_lines(lines)
-    except Exception:  # re.error, GitIgnorePatternError: find the culprits
-        pass
-    good: list[str] = []
-    for line in lines:
-        try:
-            GitIgnoreSpec.from_lines([line])
-        except Exception as exc:
-            if (where, line) not in _WARNED:
-                _WARNED.add((where, line))
-                log.warning("%s: pattern %r ignored (%s)", where, line, exc)
+def _unclosed_bracket(pattern: str) -> bool:
+    """Whether a pattern opens a ``[`` it never closes. Git's wildmatch never matches such a pattern, but
+    pathspec takes the ``[`` literally, so an include of ``[`` would match no file at all."""
+    if pattern.startswith("#"):
+        return False
+    i = 0
+    while i < len(pattern):
+        if pattern[i] == "\\":
+            i += 2
             continue
-        good.append(line)
+        if pattern[i] == "[":
+            j = i + 1
+            j += j < len(pattern) and pattern[j] in "!^"
+            j += j < len(pattern) and pattern[j] == "]"  # a "]" right after "[" or "[!" is a member
+            close = pattern.find("]", j)
+            if close < 0:
+                return True
+            i = close
+        i += 1
+    return False
+
+
+def pattern_problem(pattern: str) -> str | None:
+    """Why a gitignore-style pattern cannot be used (None: it can): an unclosed ``[``, or it does not compile."""
+    if _unclosed_bracket(pattern):
+        return "an unclosed '['"
+    try:
+        GitIgnoreSpec.from_lines([pattern])
+    except Exception as exc:  # re.error, GitIgnorePatternError
+        return str(exc) or type(exc).__name__
+    return None
+
+
+def split_patterns(lines: Sequence[str]) -> tuple[list[str], list[tuple[str, str]]]:
+    """The usable patterns, and the others with why (:func:`pattern_problem`), in their order."""
+    good: list[str] = []
+    bad: list[tuple[str, str]] = []
+    for line in lines:
+        problem = pattern_problem(line)
+        if problem is None:
+            good.append(line)
+        else:
+            bad.append((line, problem))
+    return good, bad
+
+
+def lenient_spec(lines: Sequence[str], where: str) -> GitIgnoreSpec:
+    """The spec of ``lines`` without the patterns that cannot be used (``[z-a]``, a lone ``!``, an unclosed
+    ``[``); each bad pattern is logged once. One bad line never disables the rest."""
+    if not any(_unclosed_bracket(line) for line in lines):
+        try:
+            return GitIgnoreSpec.from_lines(lines)
+        except Exception:  # re.error, GitIgnorePatternError: find the culprits
+            pass
+    good, bad = split_patterns(lines)
+    for line, problem in bad:
+        if (where, line) not in _WARNED:
+            _WARNED.add((where, line))
+            log.warning("%s: pattern %r ignored (%s)", where, line, problem)
     return GitIgnoreSpec.from_lines(good)
 
 
@@ -133,7 +175,10 @@ def is_ignored(layers: Sequence[IgnoreLayer], rel: str, is_dir: bool) -> bool:
 
 
 def glob_spec(patterns: Sequence[str], where: str = "setting") -> GitIgnoreSpec | None:
-    return lenient_spec(patterns, where) if patterns else None
+    """The spec of the include or exclude setting; None when no pattern in it can be used (so an include of
+    only bad patterns filters nothing, like no include at all)."""
+    spec = lenient_spec(patterns, where) if patterns else None
+    return spec if spec is not None and any(p.include is not None for p in spec.patterns) else None
 
 
 def config_reason(

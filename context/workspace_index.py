@@ -3,8 +3,15 @@
 ``build()`` scans the roots, reuses the snapshot's token ids for files whose size and mtime are unchanged,
 tokenizes the rest in batches, indexes everything (oldest file first, so recency follows modification time)
 and saves the snapshot. Afterwards the watcher (``start_watching()``) and the editor
-(``update_document``/``close_document``; an open document's text overrides the disk) keep it current, one file
-at a time. Listeners (``add_listener``) hear about every effective change, e.g. snippet retrieval.
+(``update_document``/``close_document``; an open document's text overrides the disk) keep it current (the
+watcher's paths that settle together as one update). Listeners (``add_listener``) hear about every effective
+change, e.g. snippet retrieval.
+
+A reconcile (after a burst of events, a directory move, the build) reads, tokenizes and indexes the files that
+changed in chunks of ``RECONCILE_CHUNK`` (one tokenizer call and one index update per chunk), so thousands of
+changed files are caught up with in seconds; :meth:`WorkspaceIndex.stop` cuts a running reconcile short at
+the next chunk and gives the last one ``STOP_RECONCILE_S``: a file it does not reach keeps its old size and
+mtime in the snapshot, so the next start reads it again (a snapshot is only ever used where both still match).
 
 Threads: the watcher thread and the LSP worker may call in concurrently; the bookkeeping here is guarded by one
 lock and the index itself publishes immutable states (lookups never wait).
@@ -31,6 +38,7 @@ from lookahead_lsp.context.index_store import (
     save_snapshot,
     snapshot_path,
     tokenizer_key,
+    vocab_limit,
 )
 from lookahead_lsp.context.ngram_index import NgramIndex
 from lookahead_lsp.context.watcher import WorkspaceWatcher
@@ -43,6 +51,8 @@ ListenerFn = Callable[[str, "str | None"], None]
 log = logging.getLogger(__name__)
 
 BATCH_CHARS = 1 << 20  # texts per tokenizer call: about a megabyte
+RECONCILE_CHUNK = 256  # changed files read, tokenized and indexed together by a reconcile
+STOP_RECONCILE_S = 2.0  # the reconcile before the last snapshot stops after this long
 
 
 @dataclass
@@ -110,6 +120,7 @@ class WorkspaceIndex:
         tokenize_batch: TokenizeBatchFn | None = None,
         index: NgramIndex | None = None,
         debounce_s: float = 0.2,
+        vocab_limit: int | None = None,
     ) -> None:
         self.roots = [Path(r).resolve() for r in roots]
         self.config = config
@@ -117,6 +128,7 @@ class WorkspaceIndex:
         self.stats = IndexStats()
         self.snapshot_file = snapshot_path(self.roots, store_key) if store_key else None
         self._store_key = store_key
+        self._vocab_limit = vocab_limit  # a snapshot holding a token id at or above it is discarded
         self._tokenize = tokenize
         self._tokenize_batch = tokenize_batch or (lambda texts: [tokenize(t) for t in texts])
         self._filters = [PathFilter(r, config) for r in self.roots]
@@ -124,14 +136,18 @@ class WorkspaceIndex:
         self._disk: dict[str, StoredFile] = {}  # what is on disk (and in the snapshot)
         self._open: dict[str, str] = {}  # editor overrides
         self._listeners: list[ListenerFn] = []
-        self._watcher = WorkspaceWatcher(self.roots, self._on_disk_change, config, debounce_s, self.reconcile)
+        self._halt = threading.Event()  # set by stop(): a reconcile on the watcher's thread ends at its next chunk
+        self._watcher = WorkspaceWatcher(
+            self.roots, self._on_disk_change, config, debounce_s, self._resync, on_changes=self._on_disk_changes
+        )
 
     @classmethod
     def for_tokenizer(
         cls, roots: Sequence[str | Path], tokenizer: Any, config: WorkspaceConfig = DEFAULT_CONFIG, **kwargs: Any
     ) -> WorkspaceIndex:
-        """Wire a Hugging Face fast tokenizer: single and batch tokenization, the snapshot key."""
+        """Wire a Hugging Face fast tokenizer: single and batch tokenization, the snapshot key and id limit."""
         batch = batch_tokenizer(tokenizer)
+        kwargs.setdefault("vocab_limit", vocab_limit(tokenizer))
         return cls(roots, lambda text: batch([text])[0], config, tokenizer_key(tokenizer), batch, **kwargs)
 
     # --- build ---------------------------------------------------------------------------------------
@@ -168,7 +184,7 @@ class WorkspaceIndex:
     def _load_snapshot(self) -> Snapshot | None:
         if self.snapshot_file is None or self._store_key is None:
             return None
-        return load_snapshot(self.snapshot_file, self.roots, self._store_key)
+        return load_snapshot(self.snapshot_file, self.roots, self._store_key, self._vocab_limit)
 
     def _collect(
         self, scanned: list[ScannedFile], snapshot: Snapshot | None, stats: IndexStats, report: ProgressFn
@@ -266,11 +282,12 @@ class WorkspaceIndex:
         self._watcher.start()
         self._watcher.request_resync(0.0)
 
-    def reconcile(self) -> int:
+    def reconcile(self, halted: Callable[[], bool] = lambda: False) -> int:
         """Bring the index in line with the disk: rescan (stat only), re-read what changed, drop what is gone.
 
-        Runs on the watcher's thread (after a burst, a directory move, or the build); returns how many
-        paths were out of date.
+        Runs on the watcher's thread (after a burst, a directory move, or the build); the changed files are
+        handled in chunks, and ``halted()`` (asked before each chunk) ends it early. Returns how many paths
+        were out of date.
         """
         scanned: dict[str, ScannedFile] = {}
         for root in self.roots:
@@ -278,26 +295,49 @@ class WorkspaceIndex:
         with self._lock:
             held = {path: (stored.size, stored.mtime_ns) for path, stored in self._disk.items()}
         gone = [path for path in held if path not in scanned]
-        changed = [path for path, f in scanned.items() if held.get(path) != (f.size, f.mtime_ns)]
-        for path in gone:
-            self._remove_under(path)
-        for path in changed:
-            self._refresh_from_disk(Path(path))
+        changed = [f for path, f in scanned.items() if held.get(path) != (f.size, f.mtime_ns)]
+        self._remove_under(gone)
+        done = 0
+        for start in range(0, len(changed), RECONCILE_CHUNK):
+            if halted():
+                break
+            done += self._refresh_files(changed[start : start + RECONCILE_CHUNK])
         if gone or changed:
-            log.info("workspace index reconciled with the disk: %d changed, %d gone", len(changed), len(gone))
+            log.info("workspace index reconciled with the disk: %d of %d changed, %d gone", done, len(changed),
+                     len(gone))
         return len(gone) + len(changed)
 
-    def stop(self) -> None:
+    def _resync(self) -> int:
+        """The watcher's rescan: a reconcile that :meth:`stop` cuts short."""
+        return self.reconcile(self._halt.is_set)
+
+    def stop(self, budget_s: float = STOP_RECONCILE_S) -> None:
         """Stop watching. Events the watcher had not settled yet (debounced paths, a rescan it was waiting for, a
         burst still in the kernel's queue) would be lost, and a snapshot saved now would miss them: a watched
-        index reconciles with the disk once more first."""
+        index reconciles with the disk once more first, for ``budget_s`` at most (see the module docstring)."""
+        self._halt.set()
         watching = self._watcher.running
         self._watcher.stop()
         if watching:
-            self.reconcile()
+            deadline = time.monotonic() + budget_s
+            self.reconcile(lambda: time.monotonic() > deadline)
 
     def _filter_for(self, path: Path) -> PathFilter | None:
         return next((f for f in self._filters if f.root in path.parents), None)
+
+    def _refresh_files(self, files: Sequence[ScannedFile]) -> int:
+        """Read and index ``files`` as the scan found them (their size and mtime are the scan's, taken before the
+        read: a file written in between looks changed to the next reconcile). Returns how many were indexed."""
+        entries: list[tuple[str, int, int, str]] = []
+        gone: list[str] = []
+        for file in files:
+            text, _ = read_source(file.path, self.config.max_file_bytes)
+            if text is None:
+                gone.append(str(file.path))
+            else:
+                entries.append((str(file.path), file.size, file.mtime_ns, text))
+        self._remove_under(gone)
+        return self._index_texts(entries)
 
     def _refresh_from_disk(self, path: Path) -> None:
         path_filter = self._filter_for(path)
@@ -308,32 +348,54 @@ class WorkspaceIndex:
 
     def _on_disk_change(self, path: Path, text: str | None) -> None:
         """The watcher's callback: ``text`` is the file's new content, ``None`` when it is gone."""
-        key = str(path)
-        with self._lock:
-            if key in self._open:
-                return  # the editor's text wins; the disk is read again on close
-        if text is None:
-            self._remove_under(key)
-            return
-        tokens = self._tokens(text)
-        try:
-            info = path.stat()
-        except OSError:
-            self._remove_under(key)
-            return
-        with self._lock:
-            self._disk[key] = StoredFile(key, info.st_size, info.st_mtime_ns, tokens)
-            self.index.set_file(key, tokens)
-            self._count()
-        self._notify(key, text)
+        self._on_disk_changes([(path, text)])
 
-    def _remove_under(self, key: str) -> None:
-        """Drop ``key`` and, when it was a directory, every file under it."""
+    def _on_disk_changes(self, changes: Sequence[tuple[Path, str | None]]) -> None:
+        """The watcher's callback for paths that settled together: one tokenizer call, one index update."""
+        entries: list[tuple[str, int, int, str]] = []
+        gone: list[str] = []
+        for path, text in changes:
+            try:
+                info = path.stat() if text is not None else None
+            except OSError:
+                info = None
+            if text is None or info is None:
+                gone.append(str(path))
+            else:
+                entries.append((str(path), info.st_size, info.st_mtime_ns, text))
+        self._remove_under(gone)
+        self._index_texts(entries)
+
+    def _index_texts(self, entries: Sequence[tuple[str, int, int, str]]) -> int:
+        """Tokenize (one batch) and index (path, size, mtime_ns, text) entries from the disk; the editor's text
+        of an open path wins (the disk is read again on close). Returns how many were indexed."""
+        tokens = self._tokenize_batch([text for *_, text in entries])
         with self._lock:
-            gone = [p for p in self._disk if (p == key or p.startswith(key + "/")) and p not in self._open]
+            stored = {
+                key: StoredFile(key, size, mtime_ns, np.asarray(ids, dtype=np.int32))
+                for (key, size, mtime_ns, _), ids in zip(entries, tokens, strict=True)
+                if key not in self._open
+            }
+            if stored:
+                self._disk.update(stored)
+                self.index.set_files([(key, entry.tokens) for key, entry in stored.items()])
+                self._count()
+        for key, _, _, text in entries:
+            if key in stored:
+                self._notify(key, text)
+        return len(stored)
+
+    def _remove_under(self, keys: Sequence[str]) -> None:
+        """Drop each of ``keys`` and, when one was a directory, every file under it; one index update."""
+        if not keys:
+            return
+        targets = set(keys)
+        with self._lock:
+            under = tuple(key + "/" for key in targets if key not in self._disk)  # maybe directories
+            gone = [p for p in self._disk if p not in self._open and (p in targets or p.startswith(under))]
             for p in gone:
                 del self._disk[p]
-            self.index.remove_files([*gone, key] if key not in self._open else gone)
+            self.index.remove_files([*gone, *(key for key in targets if key not in self._open)])
             self._count()
         for p in gone:
             self._notify(p, None)

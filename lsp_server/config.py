@@ -2,16 +2,19 @@
 
 Settings arrive as ``initializationOptions`` and ``workspace/didChangeConfiguration`` (section
 ``"lookahead"``), in camelCase. :func:`parse_config` applies the valid values on top of the previous
-settings and returns one readable reason for each invalid one; an invalid value keeps its previous value.
+settings and returns one readable reason for each invalid one; an invalid value keeps its previous value,
+except a list of include/exclude patterns, which keeps its usable patterns (a bad one is dropped, reported).
+:func:`settings_message` makes all the problems of one change one message for the user.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from lookahead_lsp.context.workspace import split_patterns
 from lookahead_lsp.decoder.remote import RemoteConfig, parse_remote_config
 
 DecoderKind = Literal["lookahead", "greedy", "remote"]
@@ -86,6 +89,7 @@ class Config:
 
 
 Check = Callable[[Any], "tuple[Any, str | None]"]
+"""A value's check: (value, None) when valid; (None, why) when invalid; (value, why): its valid part applies."""
 
 
 def _ok(value: Any) -> tuple[Any, None]:
@@ -139,8 +143,12 @@ def _device(value: Any) -> tuple[Any, str | None]:
 
 
 def _patterns(value: Any) -> tuple[Any, str | None]:
+    """Gitignore-style patterns; those that cannot be used are dropped (the rest applies, with the reason)."""
     if not isinstance(value, list) or not all(isinstance(p, str) for p in value):
         return None, "must be a list of strings"
+    good, bad = split_patterns(value)
+    if bad:
+        return tuple(good), "; ".join(f"pattern {pattern!r} dropped ({why})" for pattern, why in bad)
     return _ok(tuple(value))
 
 
@@ -204,14 +212,27 @@ def parse_config(raw: Any, previous: Config | None = None) -> tuple[Config, list
             continue
         field_name, check = _SETTINGS[key]
         parsed, error = check(value)
-        if error:
+        if error and parsed is None:
             errors.append(f"{SECTION}.{key} {error}; keeping {getattr(config, field_name)!r}")
-        else:
-            changes[field_name] = parsed
+            continue
+        changes[field_name] = parsed
+        if error:
+            errors.append(f"{SECTION}.{key}: {error}")
     if changes.get("decoder", config.decoder) == "remote" and changes.get("remote", config.remote) is None:
         errors.append(f"{SECTION}.decoder 'remote' needs {SECTION}.remote.url; keeping {config.decoder!r}")
         changes["decoder"] = config.decoder
     return dataclasses.replace(config, **changes), errors
+
+
+def settings_message(problems: Sequence[str], limit: int = 8) -> str | None:
+    """All the problems of one settings change as one message for the user (None: there are none); past
+    ``limit`` of them only their number is given."""
+    if not problems:
+        return None
+    if len(problems) == 1:
+        return f"{SECTION}: {problems[0]}"
+    more = f"; and {len(problems) - limit} more (see the log)" if len(problems) > limit else ""
+    return f"{SECTION}: {len(problems)} problems in the settings: {'; '.join(problems[:limit])}{more}"
 
 
 def to_settings(config: Config) -> dict[str, Any]:

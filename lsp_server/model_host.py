@@ -90,7 +90,8 @@ class ModelHost:
     def start(self, on_ready: Callable[[int], None]) -> None:
         """Load the model on a background thread; then ``on_ready(generation)`` on that thread."""
         generation = self._begin()
-        threading.Thread(target=self._load, args=(generation, on_ready), name="engine-loader", daemon=True).start()
+        args = (generation, on_ready)
+        threading.Thread(target=self._load_in_background, args=args, name="engine-loader", daemon=True).start()
 
     def load_now(self, on_ready: Callable[[int], None]) -> None:
         """Load synchronously (the ``complete`` command); raises ``ModelLoadError`` on failure."""
@@ -116,6 +117,15 @@ class ModelHost:
         previous, self.config = self.config, config
         if config.threads != previous.threads and config.threads is not None and config.local:
             configure_threads(config.threads)
+
+    def _load_in_background(self, generation: int, on_ready: Callable[[int], None]) -> None:
+        """The loader thread: a load that a stop (or another load) superseded ends quietly, whatever failed under
+        it (at exit the interpreter is torn down under a daemon thread: an import or a torch call then fails)."""
+        try:
+            self._load(generation, on_ready)
+        except BaseException:
+            if self.current(generation):
+                raise
 
     def _begin(self) -> int:
         with self._lock:

@@ -3,10 +3,15 @@
 :class:`RobustProtocol` is pygls' ``LanguageServerProtocol`` entered through :meth:`RobustProtocol.receive`
 (bytes of one frame) instead of pygls' own reader. Before pygls dispatches anything, the message is
 checked here, and a request that cannot be handled gets its JSON-RPC error: -32700 (no JSON), -32600
-(no valid envelope; a second ``initialize``; anything after ``shutdown``), -32601 (a method this server
-does not serve), -32602 (params that do not fit the method's type). Notifications are never answered;
-their problems, like every refusal, are logged to stderr. Nothing here shows a window message: the
-user is told about settings and the model elsewhere, never about a client's malformed messages.
+(no valid envelope; a second ``initialize``; anything after ``shutdown``), -32002 (anything but ``initialize``
+before it; notifications then are dropped, ``exit`` excepted), -32601 (a method this server does not serve),
+-32602 (params that do not fit the method's type; a ``workspace/executeCommand`` of a command this server does
+not have, answered here because pygls would log the same answer as an error with its traceback). Every error
+answer carries ``id``, ``null`` when the request's id could not be read (lsprotocol's converter would leave a
+``None`` id out, and a frame without ``id`` is neither response nor notification to a strict client).
+Notifications are never answered; their problems, like every refusal, are logged to stderr. Nothing here shows
+a window message: the user is told about settings and the model elsewhere, never about a client's malformed
+messages.
 """
 
 from __future__ import annotations
@@ -60,6 +65,13 @@ class RobustProtocol(LanguageServerProtocol):
             error = types.ResponseError(code=refusal.code, message=refusal.message)
             self._send_data(types.ResponseErrorMessage(id=refusal.msg_id, error=error))
 
+    def _serialize_message(self, data: Any) -> Any:
+        """pygls' serialization, except that an error answer always has its ``id`` member (``null`` if unknown)."""
+        serialized = super()._serialize_message(data)
+        if isinstance(data, types.ResponseErrorMessage):
+            serialized.setdefault("id", None)
+        return serialized
+
     def _refusal(self, message: dict[str, Any]) -> Refusal | None:
         """Why this checked message is not handed to pygls, given the server's state; None to handle it."""
         method, request = message.get("method"), rpc.is_request(message)
@@ -70,10 +82,15 @@ class RobustProtocol(LanguageServerProtocol):
             return Refusal(rpc.INVALID_REQUEST, f"{method}: the server is shutting down", msg_id, request)
         if method == types.INITIALIZE and self._initialize_seen:
             return Refusal(rpc.INVALID_REQUEST, "initialize: the server is already initialized", msg_id, request)
+        if method != types.INITIALIZE and not self._initialize_seen:
+            return Refusal(rpc.SERVER_NOT_INITIALIZED, f"{method}: the server is not initialized yet", msg_id, request)
         if not self._serves(method):
             if request:
                 return Refusal(rpc.METHOD_NOT_FOUND, f"Method not found: {method}", msg_id)
             return Refusal(rpc.METHOD_NOT_FOUND, f"notification {method} ignored", None, answer=False)
+        command = rpc.command_of(message)
+        if command is not None and command not in self.fm.commands:
+            return Refusal(rpc.INVALID_PARAMS, f"Invalid params: no command {command!r}", msg_id, request)
         return None
 
     def _serves(self, method: str) -> bool:

@@ -16,6 +16,7 @@ PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
 METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
+SERVER_NOT_INITIALIZED = -32002  # LSP: a request before ``initialize``
 
 MsgId = int | str
 
@@ -36,6 +37,15 @@ def valid_id(value: Any) -> bool:
 
 def is_request(message: dict[str, Any]) -> bool:
     return "method" in message and "id" in message
+
+
+def command_of(message: dict[str, Any]) -> str | None:
+    """The command a ``workspace/executeCommand`` message names (None: another method, or no string command)."""
+    params = message.get("params")
+    if message.get("method") != "workspace/executeCommand" or not isinstance(params, dict):
+        return None
+    command = params.get("command")
+    return command if isinstance(command, str) else None
 
 
 def decode(body: bytes) -> dict[str, Any] | Refusal:

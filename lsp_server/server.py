@@ -44,7 +44,7 @@ from pygls.uris import to_fs_path
 
 from lookahead_lsp.lsp_server import memory, pipeline, transport
 from lookahead_lsp.lsp_server.cli import configure_logging
-from lookahead_lsp.lsp_server.config import Config, parse_config, to_settings
+from lookahead_lsp.lsp_server.config import Config, parse_config, settings_message, to_settings
 from lookahead_lsp.lsp_server.documents import Document, DocumentStore
 from lookahead_lsp.lsp_server.engine import Engine
 from lookahead_lsp.lsp_server.held import CompletionCache, Held
@@ -65,6 +65,7 @@ CMD_REINDEX = "lookahead.reindex"
 CMD_ACCEPTED = "lookahead.accepted"
 TRIM_AFTER_S = 2.0  # free memory is returned to the system this long after the last document closed
 SETTLE_S = 0.3  # a document is settled (background prefill starts) once nothing happened to it this long
+STOP_WAIT_S = 15.0  # exit waits this long for the stop that shutdown began (the index snapshot's save)
 
 
 class StatsBook:
@@ -159,7 +160,7 @@ class ProgressBars:
 
     def _created(self, task: Task, token: str, future: Future[Any]) -> None:
         bar = self._bars.get(task)
-        if bar is None or bar.token != token or future.exception() is not None:
+        if bar is None or bar.token != token or future.cancelled() or future.exception() is not None:
             self._bars.pop(task, None)
             return
         message, percentage = bar.pending
@@ -243,7 +244,8 @@ class LookaheadServer(LanguageServer):
         self.cursors: dict[str, int] = {}  # the last known cursor offset per document URI
         self._settle: dict[str, asyncio.TimerHandle] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._stopped = False
+        self._stopper: threading.Thread | None = None  # stops the worker and the engine (begun by shutdown)
+        self._stopper_lock = threading.Lock()
         self.terminated = False  # SIGTERM ended the session
         self._trim: asyncio.TimerHandle | None = None
 
@@ -305,34 +307,52 @@ class LookaheadServer(LanguageServer):
             self.engine.start()
 
     def apply_settings(self, raw: Any) -> None:
-        """Take new settings; bad values are shown to the user and keep their previous values."""
+        """Take new settings; bad values keep their previous values and all of them are shown in one message."""
         previous = self.config
-        self.config, errors = parse_config(raw, previous)
+        self.config, problems = parse_config(raw, previous)
         if self.config != previous:
             self.held = CompletionCache()  # held completions were made under the old settings
-        for error in errors:
-            self.show(f"lookahead: {error}", types.MessageType.Warning)
         if self.config.log_file != previous.log_file and self.config.log_file:
             try:
                 configure_logging(logging.getLevelName(logging.getLogger().level), self.config.log_file)
             except OSError as exc:  # a missing folder, a directory, no permission: the rest still applies
                 self.config = dataclasses.replace(self.config, log_file=previous.log_file)
-                message = f"lookahead: logFile {exc.filename!r} cannot be written ({exc.strerror or exc})"
-                self.show(f"{message}; keeping {previous.log_file!r}", types.MessageType.Warning)
+                reason = f"{exc.filename!r} cannot be written ({exc.strerror or exc})"
+                problems.append(f"logFile {reason}; keeping {previous.log_file!r}")
+        message = settings_message(problems)
+        if message is not None:
+            log.warning("settings: %s", "; ".join(problems))
+            self.show(message, types.MessageType.Warning)
         if self.engine is not None:
             start = self.config.enabled and self.engine.state == "idle"
             self.engine.apply_config(self.config)
             if start:
                 self.engine.start()
 
+    def begin_stop(self) -> None:
+        """Start stopping the worker and the engine (the index snapshot is saved) on a thread of its own, so
+        that ``shutdown`` is answered at once whatever the index is doing. Idempotent."""
+        with self._stopper_lock:
+            if self._stopper is None:
+                self._stopper = threading.Thread(target=self._stop_now, name="lsp-stop", daemon=True)
+                self._stopper.start()
+
     def stop(self) -> None:
-        """Stop the worker and the engine (the index snapshot is saved). Idempotent."""
-        if self._stopped:
-            return
-        self._stopped = True
-        self.scheduler.stop(timeout=2.0)
-        if self.engine is not None:
-            self.engine.stop()
+        """Stop (:meth:`begin_stop`) and wait until it is done, ``STOP_WAIT_S`` at most (the snapshot is written
+        atomically: cut off, the previous one stays). Idempotent."""
+        self.begin_stop()
+        assert self._stopper is not None
+        self._stopper.join(STOP_WAIT_S)
+        if self._stopper.is_alive():
+            log.warning("stopping took more than %.0f s; exiting without waiting for it", STOP_WAIT_S)
+
+    def _stop_now(self) -> None:
+        try:
+            self.scheduler.stop(timeout=2.0)
+            if self.engine is not None:
+                self.engine.stop()
+        except Exception:
+            log.exception("stopping failed")
 
     # ---- documents ---------------------------------------------------------------------------------
 
@@ -623,7 +643,7 @@ def accepted_command(ls: LookaheadServer, *args: Any) -> dict[str, Any]:
 @SERVER.feature(types.SHUTDOWN)
 def shutdown(ls: LookaheadServer, *args: Any) -> None:
     ls.shutdown_requested = True
-    ls.stop()
+    ls.begin_stop()  # answered at once; exit waits for the stop
 
 
 @SERVER.feature(types.EXIT)

@@ -40,7 +40,9 @@ def message(method: str | None, params: Any = None, msg_id: Any = None) -> bytes
 class HostileClient:
     """One daemon (``lookahead-lsp serve``) and everything it wrote, parsed strictly."""
 
-    def __init__(self, tmp: Path, env: dict[str, str] | None = None) -> None:
+    def __init__(self, tmp: Path, env: dict[str, str] | None = None, answer_requests: bool = True) -> None:
+        """``answer_requests``: answer the daemon's own requests (progress) with null, as an editor does."""
+        self.answer_requests = answer_requests
         tmp.mkdir(parents=True, exist_ok=True)
         self.stderr_path = tmp / "daemon.stderr"
         self._stderr = open(self.stderr_path, "wb")  # noqa: SIM115 (closed in close())
@@ -84,7 +86,10 @@ class HostileClient:
             except ValueError:
                 self.garbage.append(body)
                 return self._ended()
-            if "method" in parsed and "id" in parsed:  # the daemon's own request (progress): answer it
+            if not isinstance(parsed, dict) or ("method" not in parsed and "id" not in parsed):
+                self.garbage.append(body)  # neither a request, a notification nor a response (JSON-RPC 2.0)
+                continue
+            if "method" in parsed and "id" in parsed and self.answer_requests:  # the daemon's own request: answer
                 self.send(frame(json.dumps({"jsonrpc": "2.0", "id": parsed["id"], "result": None})))
             with self._cond:
                 self.received.append(parsed)
@@ -124,7 +129,7 @@ class HostileClient:
 
     def null_id_errors(self) -> int:
         with self._cond:
-            return sum(1 for m in self.received if "error" in m and m.get("id") is None)
+            return sum(1 for m in self.received if "error" in m and "id" in m and m["id"] is None)
 
     # ---- input -------------------------------------------------------------------------------------
 
@@ -146,11 +151,15 @@ class HostileClient:
     def notify(self, method: str, params: Any = None) -> None:
         self.send(message(method, params))
 
-    def initialize(self, root: Path | None, options: dict[str, Any]) -> Message:
+    def initialize(self, root: Path | None, options: dict[str, Any], progress: bool = False) -> Message:
+        """``initialize`` and ``initialized``; ``progress``: the client supports work-done progress."""
+        capabilities: Message = {"textDocument": {"inlineCompletion": {}}, "general": {"positionEncodings": ["utf-16"]}}
+        if progress:
+            capabilities["window"] = {"workDoneProgress": True}
         params = {
             "processId": os.getpid(),
             "rootUri": root.as_uri() if root else None,
-            "capabilities": {"textDocument": {"inlineCompletion": {}}, "general": {"positionEncodings": ["utf-16"]}},
+            "capabilities": capabilities,
             "initializationOptions": options,
         }
         reply = self.request("initialize", params, timeout=60)
@@ -167,6 +176,18 @@ class HostileClient:
             if model["state"] in ("ready", "failed") or time.monotonic() > deadline:
                 return dict(model)
             time.sleep(0.1)
+
+    def wait_index(self, timeout: float = 90.0) -> dict[str, Any]:
+        """The workspace index's state once it is ready (or when ``timeout`` ran out)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            index = self.stats()["model"]["index"]
+            if index["ready"] or time.monotonic() > deadline:
+                return dict(index)
+            time.sleep(0.2)
+
+    def indexed_files(self) -> int:
+        return int(self.stats()["model"]["index"]["stats"]["files"])
 
     # ---- the process -------------------------------------------------------------------------------
 

@@ -18,7 +18,10 @@ from lookahead_lsp.context.index_store import (
     save_snapshot,
     snapshot_path,
     tokenizer_key,
+    vocab_limit,
 )
+
+EMBEDDED_LIMIT = 151_665  # the embedded model's real tokens; [PAD151665] onwards only pad its embedding rows
 
 
 def sample(roots: list[str], key: str = "tok:abc") -> Snapshot:
@@ -105,3 +108,27 @@ def test_foreign_snapshot_is_discarded(tmp_path: Path, caplog: pytest.LogCapture
 def test_missing_snapshot_is_quietly_none(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     assert load_snapshot(tmp_path / "none.msgpack", [tmp_path], "k") is None
     assert caplog.text == ""
+
+
+@pytest.mark.parametrize("bad_id", [2**31 - 1, EMBEDDED_LIMIT])
+def test_out_of_vocabulary_ids_are_discarded_with_one_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, bad_id: int
+) -> None:
+    roots = [str(tmp_path)]
+    snapshot = sample(roots)
+    path = tmp_path / "snap.msgpack"
+    save_snapshot(path, snapshot)
+    assert load_snapshot(path, roots, "tok:abc", EMBEDDED_LIMIT) is not None  # ids up to 150,000: all inside
+    entry = next(iter(snapshot.files.values()))
+    snapshot.files[entry.path] = StoredFile(entry.path, entry.size, entry.mtime_ns, np.array([1, bad_id], "int32"))
+    save_snapshot(path, snapshot)
+    with caplog.at_level(logging.WARNING, logger="lookahead_lsp.context.index_store"):
+        assert load_snapshot(path, roots, "tok:abc", EMBEDDED_LIMIT) is None
+    assert len(caplog.records) == 1 and f"token id {bad_id} outside the vocabulary" in caplog.text
+    assert not path.exists()
+
+
+def test_vocab_limit_leaves_out_the_padding_rows(tokenizer) -> None:
+    assert vocab_limit(tokenizer) == EMBEDDED_LIMIT
+    ids = tokenizer("<|endoftext|> [PAD151665] x", add_special_tokens=False)["input_ids"]
+    assert max(ids) < EMBEDDED_LIMIT  # text never becomes a padding row, whatever it says

@@ -8,7 +8,15 @@ from pathlib import Path
 import pytest
 
 import lookahead_lsp.context.workspace as workspace
-from lookahead_lsp.context.workspace import DEFAULT_CONFIG, PathFilter, Skip, WorkspaceConfig, read_source, scan
+from lookahead_lsp.context.workspace import (
+    DEFAULT_CONFIG,
+    PathFilter,
+    Skip,
+    WorkspaceConfig,
+    pattern_problem,
+    read_source,
+    scan,
+)
 
 
 def make_tree(root: Path, files: dict[str, str | bytes]) -> None:
@@ -210,3 +218,15 @@ def test_path_filter_agrees_with_the_scan(tmp_path: Path) -> None:
     accepted = {p.relative_to(tmp_path).as_posix() for p in all_files if path_filter.reason(p) is None}
     assert accepted == scanned(tmp_path)
     assert path_filter.reason(tmp_path.parent / "elsewhere.py") == Skip.SYMLINK_ESCAPE
+
+
+def test_unusable_include_patterns_filter_nothing(tmp_path: Path) -> None:
+    make_tree(tmp_path, {"a.py": "x = 1\n", "b.txt": "text\n", "[": "a file named [\n"})
+    assert scanned(tmp_path, WorkspaceConfig(include=("[",))) == {"a.py", "b.txt", "["}
+    assert scanned(tmp_path, WorkspaceConfig(include=("[", "*.py"))) == {"a.py"}
+    assert scanned(tmp_path, WorkspaceConfig(include=("\\[",))) == {"["}  # an escaped bracket is a name
+    assert scanned(tmp_path, WorkspaceConfig(exclude=("[", "*.txt"))) == {"a.py", "["}
+    for bad in ("[", "a[b", "[z-a]", "!", "*.[ch"):
+        assert pattern_problem(bad) is not None, bad
+    for good in ("[ab].py", "[]]x", "[!]]x", "\\[", "# a comment [", "*.py", "build/"):
+        assert pattern_problem(good) is None, good

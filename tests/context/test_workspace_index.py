@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from lookahead_lsp.context.index_store import StoredFile
 from lookahead_lsp.context.workspace import Skip, WorkspaceConfig
 from lookahead_lsp.context.workspace_index import WorkspaceIndex
 
@@ -80,6 +83,26 @@ def test_corrupt_snapshot_is_rebuilt(tree: Path, tokenizer) -> None:
     first.snapshot_file.write_bytes(b"garbage")
     stats = WorkspaceIndex.for_tokenizer([tree], tokenizer).build()
     assert (stats.reused_files, stats.tokenized_files) == (0, 3)
+
+
+def test_snapshot_with_ids_outside_the_vocabulary_is_rebuilt_with_one_warning(
+    tree: Path, tokenizer, caplog: pytest.LogCaptureFixture
+) -> None:
+    first = WorkspaceIndex.for_tokenizer([tree], tokenizer)
+    first.build()
+    assert first.snapshot_file is not None
+    key = str(tree / "pkg" / "greet.py")
+    stored = first._disk[key]
+    first._disk[key] = StoredFile(key, stored.size, stored.mtime_ns, np.append(stored.tokens, np.int32(151_665)))
+    first.save()
+    with caplog.at_level(logging.WARNING):
+        stats = WorkspaceIndex.for_tokenizer([tree], tokenizer).build()
+    assert (stats.reused_files, stats.tokenized_files) == (0, 3)
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == [
+        f"workspace index snapshot {first.snapshot_file} discarded (malformed file entry: token id 151665 outside "
+        "the vocabulary (ids below 151665)); rebuilding"
+    ]
+    assert WorkspaceIndex.for_tokenizer([tree], tokenizer).build().reused_files == 3  # the rebuilt one is used
 
 
 def test_open_documents_override_the_disk_until_closed(tree: Path, tokenizer) -> None:

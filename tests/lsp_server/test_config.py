@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from lookahead_lsp.lsp_server.config import Config, parse_config, to_settings
+from lookahead_lsp.lsp_server.config import Config, parse_config, settings_message, to_settings
 
 
 def test_defaults_and_none() -> None:
@@ -117,3 +117,22 @@ def test_keys_say_what_to_reload() -> None:
     assert parse_config({"window": 3}, base)[0].model_key() == base.model_key()
     assert parse_config({"model": "x"}, base)[0].model_key() != base.model_key()
     assert parse_config({"exclude": ["a"]}, base)[0].index_key() != base.index_key()
+
+
+def test_unusable_patterns_are_dropped_and_the_rest_applies() -> None:
+    config, errors = parse_config({"include": ["[", "*.py"], "exclude": ["[z-a]", "build/", "!"]})
+    assert config.include == ("*.py",) and config.exclude == ("build/",)
+    assert len(errors) == 2, errors
+    assert errors[0].startswith("lookahead.include: pattern '[' dropped (an unclosed '[')"), errors
+    assert "'[z-a]' dropped" in errors[1] and "'!' dropped" in errors[1], errors
+    config, errors = parse_config({"include": ["["]}, Config(include=("*.rs",)))
+    assert config.include == () and len(errors) == 1  # no usable pattern left: no include filter
+
+
+def test_all_problems_of_a_change_make_one_message() -> None:
+    _, errors = parse_config({**{f"bad{i}": i for i in range(20)}, "window": "big"})
+    message = settings_message(errors)
+    assert message is not None and message.startswith("lookahead: 21 problems in the settings: ")
+    assert message.endswith("; and 13 more (see the log)") and message.count("unknown setting") == 8
+    assert settings_message(["lookahead.window must be an integer"]) == "lookahead: lookahead.window must be an integer"
+    assert settings_message([]) is None

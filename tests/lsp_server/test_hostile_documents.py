@@ -1,11 +1,13 @@
 """Hostile documents and settings against the real daemon over stdio (the tiny model, the test's own framing).
 
-A bad ``logFile`` is a message, never a failed ``initialize`` or a half-applied change; a lone surrogate
-in a document and a document with lone ``\\r`` line breaks still get completions.
+A bad ``logFile`` is a message, never a failed ``initialize`` or a half-applied change; garbage settings are
+one message per change, and a bad include pattern never empties the index; a lone surrogate in a document
+and a document with lone ``\\r`` line breaks still get completions.
 """
 
 from __future__ import annotations
 
+import re
 import shutil
 import time
 from collections.abc import Iterator
@@ -91,3 +93,38 @@ def test_carriage_return_lines_are_lines(daemon: HostileClient) -> None:
     after = daemon.stats()["totals"]
     assert after.get("invalid", 0) == before.get("invalid", 0)  # the position exists
     assert after.get("completed", 0) == before.get("completed", 0) + 1
+
+
+GARBAGE_SETTINGS: dict[str, Any] = {
+    "window": "big", "ngram": True, "maxNewTokens": -1, "decoder": "beam", "device": "tpu", "dtype": 3,
+    "threads": 0, "tokenBudget": "lots", "promptLayout": [], "enabled": "yes", "logFile": 7, "remote": 5,
+    **{f"noSuchSetting{i}": i for i in range(12)}, "include": ["["], "exclude": ["[z-a]", "*.md"],
+}
+
+
+def test_garbage_settings_are_one_message_per_change_and_keep_the_index(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    root = tmp_path / "ws"
+    (root / ".git").mkdir(parents=True)
+    for i in range(4):
+        (root / f"m{i}.py").write_text(f"def f{i}(x):\n    return x + {i}\n")
+    (root / "notes.md").write_text("# excluded\n")
+    client = HostileClient(tmp_path, env={"LOOKAHEAD_LSP_CACHE": str(tmp_path / "cache")})
+    try:
+        options = {**GARBAGE_SETTINGS, "model": str(tiny_model_dir), "maxNewTokens": 4}
+        assert "result" in client.initialize(root, options)
+        index = client.wait_index()
+        assert index["ready"] and index["stats"]["files"] == 4, index  # the bad include dropped, *.md excluded
+        pop_ups = client.pop_ups()
+        assert len(pop_ups) == 1 and re.match(r"lookahead: 2\d problems in the settings: ", pop_ups[0]), pop_ups
+        client.notify("workspace/didChangeConfiguration",
+                      {"settings": {"lookahead": {"window": 0, "ngram": "x", "include": ["[", "*.py"], "bad": 1}}})
+        client.wait_for(lambda m: m.get("method") == "window/showMessage", after=len(client.received) - 1)
+        assert client.stats()["settings"]["include"] == ["*.py"]
+        assert len(client.pop_ups()) == 2, client.pop_ups()
+        assert client.close() == 0
+    finally:
+        if client.alive:
+            client.process.kill()
+    assert "Traceback" not in client.stderr()

@@ -93,7 +93,8 @@ def test_unparsable_bodies_get_parse_error(daemon: HostileClient, body: bytes) -
     before = daemon.null_id_errors()
     daemon.send(frame(body))
     _still_answers(daemon)
-    error = daemon.wait_for(lambda m: m.get("id") is None and "error" in m, after=len(daemon.received) - 3)
+    assert daemon.garbage == []  # every frame was a response, a request or a notification: the error has its id
+    error = daemon.wait_for(lambda m: "id" in m and m["id"] is None and "error" in m, after=len(daemon.received) - 3)
     assert error["error"]["code"] == -32700
     assert daemon.null_id_errors() == before + 1
 
@@ -148,6 +149,7 @@ def test_reader_resynchronises_after_a_bad_frame(daemon: HostileClient, name: st
     assert "result" in daemon.response(msg_id, timeout=10)
     _still_answers(daemon)
     assert daemon.alive
+    assert daemon.garbage == []  # a parse error for the bad frame (if any) carries "id": null
 
 
 def test_lenient_frames_are_understood(daemon: HostileClient) -> None:
@@ -238,13 +240,45 @@ def test_nul_bytes_and_a_long_line_are_served(daemon: HostileClient) -> None:
     daemon.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
 
 
-def test_requests_before_initialize_are_answered_and_closed_stdin_exits(tmp_path: Path) -> None:
+def test_requests_before_initialize_get_server_not_initialized(tmp_path: Path) -> None:
+    """Every request but ``initialize`` is refused with -32002 before it; notifications are dropped."""
     client = HostileClient(tmp_path)
-    early = client.request("textDocument/inlineCompletion", GOOD_POSITION, timeout=60)
-    assert "result" in early or "error" in early
+    early = [("textDocument/inlineCompletion", GOOD_POSITION), ("shutdown", None)]
+    early += [("workspace/executeCommand", {"command": c}) for c in ("lookahead.stats", "lookahead.reindex")]
+    for method, params in early:
+        reply = client.request(method, params, timeout=60)
+        assert reply["error"]["code"] == -32002, reply
+    client.notify("textDocument/didOpen", {"textDocument": {"uri": URI, "languageId": "python", "version": 1,
+                                                            "text": "import os\n"}})
     assert "result" in client.initialize(None, {"enabled": False})
+    assert client.stats()["openDocuments"] == 0  # the early didOpen was ignored
     assert client.process.stdin is not None
     client.process.stdin.close()
     assert client.process.wait(10) == 1  # the input ended without shutdown
     assert client.close() == 1
+    assert client.garbage == []
     assert "Traceback" not in client.stderr()
+
+
+def test_unknown_command_is_invalid_params_without_a_traceback(daemon: HostileClient) -> None:
+    reply = daemon.request("workspace/executeCommand", {"command": "no.such.command", "arguments": [1]}, timeout=10)
+    assert reply["error"]["code"] == -32602, reply
+    _still_answers(daemon)
+    log = daemon.stderr()
+    assert "Traceback" not in log and " ERROR " not in log, log[-3000:]
+
+
+def test_shutdown_during_start_up_with_progress_unanswered_logs_no_traceback(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    """``shutdown`` while the model loads and the client has not answered ``window/workDoneProgress/create``:
+    pygls cancels that request's future and the loader is cut off at exit; neither leaves a traceback."""
+    client = HostileClient(tmp_path, answer_requests=False)
+    assert "result" in client.initialize(None, {"model": str(tiny_model_dir), "indexEnabled": False}, progress=True)
+    client.wait_for(lambda m: m.get("method") == "window/workDoneProgress/create", timeout=60)
+    assert "result" in client.request("shutdown", None, timeout=10)
+    client.notify("exit")
+    assert client.process.wait(30) == 0
+    assert client.close() == 0
+    log = client.stderr()
+    assert "Traceback" not in log and " ERROR " not in log, log[-3000:]
