@@ -1,8 +1,8 @@
-"""The Neovim plugin in real Neovim against the real daemon (the tiny model: its continuation forced, one line of
-words, tests/tiny_model.py): 0.12 shows the ghost text
-through vim.lsp.inline_completion (native), 0.11 through the plugin's own extmarks (fallback). With the tiny
-model slowed (the slow-pass hook) and every deadline passed at once, the ghost text grows without a keystroke
-(progressive ghost text), and its next word and line are accepted with the plugin's keys."""
+"""The Neovim plugin in real Neovim against the real daemon (the tiny model, its continuation forced to one line
+of words: tests/tiny_model.py): 0.12 shows the ghost text through vim.lsp.inline_completion (native), 0.11 through
+the plugin's own extmarks (fallback). With the tiny model slowed (the slow-pass hook) and every deadline passed at
+once, the ghost text grows without a keystroke (progressive ghost text), and its next word and line are accepted
+with the plugin's keys."""
 
 from __future__ import annotations
 
