@@ -29,7 +29,7 @@ def tokenizer(embedded_hf_dir: Path):
 
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory, embedded_hf_dir: Path) -> Path:
-    """A loadable directory holding the tiny random model with the real tokenizer."""
+    """A loadable directory holding the tiny model (its continuation forced: tests/tiny_model.py), real tokenizer."""
     from tests.tiny_model import save_tiny_model_dir
 
     return save_tiny_model_dir(tmp_path_factory.mktemp("tiny-model"), embedded_hf_dir)

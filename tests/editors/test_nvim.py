@@ -1,7 +1,8 @@
-"""The Neovim plugin in real Neovim against the real daemon (tiny random model): 0.12 shows the ghost text
-through vim.lsp.inline_completion (native), 0.11 through the plugin's own extmarks (fallback). With the tiny
-model slowed (the slow-pass hook) and every deadline passed at once, the ghost text grows without a keystroke
-(progressive ghost text), and its next word and line are accepted with the plugin's keys."""
+"""The Neovim plugin in real Neovim against the real daemon (the tiny model, its continuation forced to one line
+of words: tests/tiny_model.py): 0.12 shows the ghost text through vim.lsp.inline_completion (native), 0.11 through
+the plugin's own extmarks (fallback). With the tiny model slowed (the slow-pass hook) and every deadline passed at
+once, the ghost text grows without a keystroke (progressive ghost text), and its next word and line are accepted
+with the plugin's keys."""
 
 from __future__ import annotations
 
@@ -76,9 +77,21 @@ class Editor:
         recent = self.recent()
         return "empty" if recent and recent[-1]["requestId"] != known and recent[-1].get("chars") == 0 else None
 
+    def whole_ghost(self, accepted: str) -> tuple[int, int, str]:
+        """The ghost text once it shows all that is left of the whole completion after ``accepted`` was taken
+        from it: the run has ended (its stats are the daemon's newest) and ``accepted`` plus the ghost is all of
+        its text. A continuation still streaming grows the ghost until then."""
+
+        def whole() -> tuple[int, int, str] | None:
+            ghost, recent = self.ghost(), self.recent()
+            done = ghost is not None and recent and recent[-1]["chars"] == len(accepted) + len(ghost[2])
+            return ghost if done else None
+
+        return wait_for(whole, 60, f"the rest of the whole completion after {accepted!r} (daemon log: {self.log})")
+
     def type_until_ghost(self, keys: list[str]) -> tuple[int, int, str]:
-        """Types ``keys`` one at a time until a ghost text shows (the tiny random model's answer to some
-        prompts is empty): after each key, waits for the ghost or for the daemon's empty answer to it."""
+        """Types ``keys`` one at a time until a ghost text shows (the answer where a completion is all trimmed
+        away is empty): after each key, waits for the ghost or for the daemon's empty answer to it."""
         for key in keys:
             answered = functools.partial(self.answer_since, self.last_request())
             self.nv.input(key)
@@ -232,12 +245,12 @@ def test_ghost_text_grows_without_a_keystroke_then_word_and_line_accepts(
         assert nv.current.buffer[row] == before  # nothing was typed
         ran = editor.totals()["completed"]
 
-        word = next_word(grown[2])
+        word = next_word(grown[2])  # the same in any later ghost: ``first`` ends where its first word does
         nv.input("<M-Right>")
         wait_for(lambda: nv.current.buffer[row] == before + word, 10, f"the next word {word!r} accepted")
-        rest = wait_for(editor.ghost, 20, "the rest of the ghost text after accepting a word")
-        assert grown[2][len(word) :].startswith(rest[2]), (grown, word, rest)
-        line = grown[2].split("\n")[0]
+        rest = editor.whole_ghost(word)  # the continuation may have grown since ``grown`` was read: it extends it
+        assert rest[0] == row and rest[2].startswith(grown[2][len(word) :]), (grown, word, rest)
+        line = rest[2].split("\n")[0]
         nv.input("<M-C-Right>")
-        wait_for(lambda: nv.current.buffer[row] == before + line, 10, f"the rest of the line {line!r} accepted")
+        wait_for(lambda: nv.current.buffer[row] == before + word + line, 10, f"the rest of the line {line!r} accepted")
         assert editor.totals()["completed"] == ran  # the rest came from what the daemon held: no model run

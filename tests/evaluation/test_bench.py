@@ -1,4 +1,4 @@
-"""`bench` and `eval` end to end on the tiny random model (real tokenizer), and their pure parts."""
+"""`bench` and `eval` end to end on the tiny model (real tokenizer), and their pure parts."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def test_bench_end_to_end_lookahead_equals_greedy(tiny_model_dir: Path, tmp_path
     assert len(data["runs"]) == 2 * len(data["configs"])
     for run in data["runs"]:
         assert run["identical_to_greedy"], run["config"]
-        assert run["new_tokens"] == 8 or run["finish_reason"] == "eos"
+        assert run["new_tokens"] == 8, run  # the tiny model's continuation never stops by itself (tests/tiny_model.py)
     overall = {row["config"]: row for row in data["summary"]["all"]}
     assert overall["lookahead"]["identical"] == 2
     assert (out / "speedup.png").read_bytes()[:4] == b"\x89PNG"

@@ -1,4 +1,4 @@
-"""Background prefill end to end: ``lookahead-lsp serve`` over stdio with the tiny random model.
+"""Background prefill end to end: ``lookahead-lsp serve`` over stdio with the tiny model.
 
 A settled cursor gets its prompt prefilled in idle time, so the next keystroke there prefills a short tail;
 a real request preempts a long background prefill at once.
