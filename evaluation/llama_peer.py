@@ -210,7 +210,7 @@ def sweep(args: argparse.Namespace) -> str:
     All servers run at once and decode each hole in turn, ``--repeats`` rounds with the prompt cached after
     the first (a repeat only decodes); each keeps its fastest decode per hole, as ``bench --repeats`` does:
     on a shared machine the fastest of a few is the least disturbed."""
-    from lookahead_lsp.decoder.model import stop_token_ids
+    from lookahead_lsp.decoder.runtime.model import stop_token_ids
     from lookahead_lsp.evaluation.speed import ContextBuilder
     from lookahead_lsp.evaluation.workloads import Corpus, make_holes
     from lookahead_lsp.lsp_server.completion import Limits, decode_request
@@ -253,13 +253,13 @@ def sweep(args: argparse.Namespace) -> str:
 def _tokenizer() -> Any:
     from transformers import AutoTokenizer
 
-    from lookahead_lsp.decoder.embedded import ensure_converted
+    from lookahead_lsp.decoder.weights.embedded import ensure_converted
 
     return AutoTokenizer.from_pretrained(str(ensure_converted()))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from lookahead_lsp.decoder.model import physical_cores
+    from lookahead_lsp.decoder.runtime.model import physical_cores
 
     parser = argparse.ArgumentParser(
         prog="python -m lookahead_lsp.evaluation.llama_peer", description=__doc__.split("\n")[0]

@@ -7,7 +7,7 @@ from pathlib import Path
 import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
-from lookahead_lsp.decoder.model import prepare_for_inference
+from lookahead_lsp.decoder.runtime.model import prepare_for_inference
 
 
 def make_tiny_qwen2(vocab_size: int = 512, seed: int = 0, dtype: torch.dtype = torch.float64) -> Qwen2ForCausalLM:

@@ -7,14 +7,14 @@ import random
 import pytest
 import torch
 
-from lookahead_lsp.decoder.row_attention import (
+from lookahead_lsp.decoder.kernels.woq_native import native_kernel
+from lookahead_lsp.decoder.runtime.row_attention import (
     BLOCK,
     native_row_attention,
     plan_keys,
     plan_rows,
     row_attention,
 )
-from lookahead_lsp.decoder.woq_native import native_kernel
 
 KINDS = ["flash", "native"]
 """ATen's flash kernel on a RowPlan, the native kernel (decoder/row_kernel.cpp) on a KeyPlan"""

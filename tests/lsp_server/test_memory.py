@@ -17,7 +17,7 @@ from lookahead_lsp.lsp_server import memory
 
 CHILD = """
 import ctypes, sys, torch
-from lookahead_lsp.decoder.cpu_linear import OneDnnLinear
+from lookahead_lsp.decoder.runtime.cpu_linear import OneDnnLinear
 from lookahead_lsp.lsp_server import memory
 if sys.argv[1] != "default":
     memory.bound_kernel_caches(int(sys.argv[1]))
