@@ -33,38 +33,10 @@ from pathlib import Path
 from typing import Any
 
 from lookahead_lsp.decoder.types import DecodeRequest, DecodeResult, DecodeStats, FinishReason
+from lookahead_lsp.evaluation.peers import PEERS, SPEC_SWEEP
 from lookahead_lsp.evaluation.remote_bench import LLAMA_SERVER_GREEDY, LlamaServer, embedded_gguf, engine_unavailable
 
 REQUEST_TIMEOUT_S = 600.0
-
-# The n-gram speculation settings swept once (docs/benchmarks.md has the table and the command): each type
-# with its default sizes and with shorter lookups / drafts, which suit short code completions.
-SPEC_SWEEP: dict[str, tuple[str, ...]] = {
-    "simple-n12m48": ("--spec-type", "ngram-simple"),
-    "simple-n4m16": (
-        *("--spec-type", "ngram-simple", "--spec-ngram-simple-size-n", "4", "--spec-ngram-simple-size-m", "16"),
-    ),
-    "simple-n3m8": (
-        *("--spec-type", "ngram-simple", "--spec-ngram-simple-size-n", "3", "--spec-ngram-simple-size-m", "8"),
-    ),
-    "map-k-n12m48": ("--spec-type", "ngram-map-k"),
-    "map-k-n4m16": (
-        *("--spec-type", "ngram-map-k", "--spec-ngram-map-k-size-n", "4", "--spec-ngram-map-k-size-m", "16"),
-    ),
-    "mod-n24": ("--spec-type", "ngram-mod"),
-    "mod-n8": (
-        *("--spec-type", "ngram-mod", "--spec-ngram-mod-n-match", "8", "--spec-ngram-mod-n-min", "4"),
-        *("--spec-ngram-mod-n-max", "16"),
-    ),
-}
-BEST_NGRAM = "mod-n8"  # the sweep's fewest passes per token, 92% of drafts accepted (docs/benchmarks.md)
-
-# Configuration name -> llama-server's extra command-line arguments.
-PEERS: dict[str, tuple[str, ...]] = {
-    "llama-server": (),
-    "llama-server-ngram": SPEC_SWEEP[BEST_NGRAM],
-}
-
 
 class PeerError(RuntimeError):
     """llama-server could not be started or did not answer a request; the message says why."""

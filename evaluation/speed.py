@@ -115,7 +115,7 @@ def _config(name: str) -> DecoderConfig:
         return DecoderConfig(name, "lookahead")
     if name == "lookahead-jacobi":
         return DecoderConfig(name, "lookahead", jacobi=True)
-    from lookahead_lsp.evaluation.llama_peer import PEERS  # here: llama_peer imports this module
+    from lookahead_lsp.evaluation.peers import PEERS
 
     if name in PEERS:
         return DecoderConfig(name, "peer")
