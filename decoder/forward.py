@@ -6,6 +6,8 @@ the same call as a greedy step.
 
 from __future__ import annotations
 
+import functools
+import inspect
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -65,6 +67,13 @@ def native_attention(model: torch.nn.Module) -> WoqKernel | None:
     return native_kernel()
 
 
+@functools.cache
+def cache_argument(model_class: type) -> str:
+    """The name under which ``model_class``'s forward takes the KV cache: ``cache`` in transformers since it
+    renamed the argument (the old ``past_key_values`` warns on every call), ``past_key_values`` before that."""
+    return "cache" if "cache" in inspect.signature(model_class.forward).parameters else "past_key_values"
+
+
 def forward(
     model: torch.nn.Module,
     kv: PrefixKV,
@@ -103,10 +112,10 @@ def forward(
         blocked = ~mask.to(device)
         full[0, 0, :, past:].masked_fill_(blocked, torch.finfo(dtype).min)
         kwargs["attention_mask"] = full
+    kwargs[cache_argument(type(model))] = kv.cache
     with torch.inference_mode():
         out = model(
             input_ids=input_ids,
-            past_key_values=kv.cache,
             use_cache=True,
             logits_to_keep=1 if last_only else 0,
             **kwargs,
