@@ -6,7 +6,6 @@ the same call as a greedy step.
 
 from __future__ import annotations
 
-import functools
 import inspect
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -67,11 +66,17 @@ def native_attention(model: torch.nn.Module) -> WoqKernel | None:
     return native_kernel()
 
 
-@functools.cache
-def cache_argument(model_class: type) -> str:
+_CACHE_ARGUMENTS: dict[type, str] = {}
+
+
+def cache_argument(model_class: type[Any]) -> str:
     """The name under which ``model_class``'s forward takes the KV cache: ``cache`` in transformers since it
     renamed the argument (the old ``past_key_values`` warns on every call), ``past_key_values`` before that."""
-    return "cache" if "cache" in inspect.signature(model_class.forward).parameters else "past_key_values"
+    name = _CACHE_ARGUMENTS.get(model_class)
+    if name is None:
+        taken = inspect.signature(model_class.forward).parameters
+        name = _CACHE_ARGUMENTS[model_class] = "cache" if "cache" in taken else "past_key_values"
+    return name
 
 
 def forward(

@@ -13,12 +13,12 @@ from lookahead_lsp.context.index_store import (
     FORMAT_VERSION,
     Snapshot,
     StoredFile,
-    cache_root,
     load_snapshot,
     save_snapshot,
     snapshot_path,
     tokenizer_key,
 )
+from lookahead_lsp.decoder.weights.cache import cache_root
 
 
 def sample(roots: list[str], key: str = "tok:abc") -> Snapshot:
