@@ -14,7 +14,6 @@ from lookahead_lsp.decoder.kernels.isa import LEVELS, chosen_level, runnable_lev
 from lookahead_lsp.decoder.kernels.woq_layout import (
     LAYOUTS,
     SCALE_MODES,
-    WoqLinear,
     groups_from_state,
     layout_for,
     pack_codes,
@@ -30,6 +29,7 @@ from lookahead_lsp.decoder.kernels.woq_native import (
     probe,
     reference_linear,
 )
+from lookahead_lsp.decoder.runtime.woq_layer import WoqLinear
 from lookahead_lsp.decoder.weights.gguf_blocks import AffineGroups, read_affine
 
 
