@@ -28,7 +28,8 @@ from typing import Any
 
 import msgpack
 import numpy as np
-import platformdirs
+
+from lookahead_lsp.decoder.weights.cache import cache_root
 
 FORMAT_VERSION = 1
 TOKEN_DTYPE = np.dtype("<i4")
@@ -51,11 +52,6 @@ class Snapshot:
     roots: list[str]
     tokenizer_key: str
     files: dict[str, StoredFile] = field(default_factory=dict)
-
-
-def cache_root() -> Path:
-    override = os.environ.get("LOOKAHEAD_LSP_CACHE")
-    return Path(override) if override else Path(platformdirs.user_cache_dir("lookahead-lsp"))
 
 
 def normalized_roots(roots: Sequence[str | Path]) -> list[str]:

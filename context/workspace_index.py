@@ -303,8 +303,9 @@ class WorkspaceIndex:
                 break
             done += self._refresh_files(changed[start : start + RECONCILE_CHUNK])
         if gone or changed:
-            log.info("workspace index reconciled with the disk: %d of %d changed, %d gone", done, len(changed),
-                     len(gone))
+            log.info(
+                "workspace index reconciled with the disk: %d of %d changed, %d gone", done, len(changed), len(gone)
+            )
         return len(gone) + len(changed)
 
     def _resync(self) -> int:

@@ -1,4 +1,4 @@
-"""What generates the tokens of a completion: the local decoder or a remote engine, behind one interface.
+"""decoder: what generates the tokens of a completion: the local decoder or a remote engine, behind one interface.
 
 Everything upstream (context, prompt, stop rules, trimming, scheduling, statistics) is shared; a
 :class:`Backend` only turns a :class:`~decoder.types.DecodeRequest` into token ids. Two kinds:

@@ -1,4 +1,4 @@
-"""Draft sources behind one small interface: each proposes continuations of the token sequence so far.
+"""decoder: draft sources behind one small interface: each proposes continuations of the token sequence so far.
 
 Sources: n-grams of a fixed token sequence (the prompt, the suffix after the cursor), an in-memory index
 over many token sequences (a stand-in with the same interface as the workspace index in

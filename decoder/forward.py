@@ -1,4 +1,4 @@
-"""One forward pass through the model's public interface, and chunked prefill.
+"""decoder: one forward pass through the model's public interface, and chunked prefill.
 
 Both decoders call the model only through these functions, so a one-token lookahead step is numerically
 the same call as a greedy step.
@@ -6,44 +6,24 @@ the same call as a greedy step.
 
 from __future__ import annotations
 
-import weakref
+import inspect
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 import torch
 
+from lookahead_lsp.decoder.kernels.woq_native import WoqKernel, native_kernel
 from lookahead_lsp.decoder.kv import PrefixKV
-from lookahead_lsp.decoder.native_pass import head_dim, native_pass
-from lookahead_lsp.decoder.packed_model import is_packed
 from lookahead_lsp.decoder.policy import CostModel
-from lookahead_lsp.decoder.row_attention import plan_keys, plan_rows
+from lookahead_lsp.decoder.runtime.native_pass import head_dim, native_pass
+from lookahead_lsp.decoder.runtime.packed_model import is_packed
+from lookahead_lsp.decoder.runtime.prefill import prefill_model
+from lookahead_lsp.decoder.runtime.row_attention import plan_keys, plan_rows
 from lookahead_lsp.decoder.types import CancelToken
-from lookahead_lsp.decoder.woq_native import WoqKernel, native_kernel
 
 PREFILL_CHUNK = 256  # tokens per prefill pass (a cancel stops a pass between layers: it need not be small)
 COST_SIZES = (1, 2, 3, 4, 5, 8, 16)  # tokens per timed pass of the cost model (about a second on 2 CPU cores)
-
-
-_PREFILL_MODELS: weakref.WeakKeyDictionary[torch.nn.Module, torch.nn.Module] = weakref.WeakKeyDictionary()
-
-
-def use_prefill_model(model: torch.nn.Module, fast: torch.nn.Module | None) -> None:
-    """Prefill for ``model`` with ``fast`` (the same weights in a cheaper precision; None: ``model`` itself).
-
-    On a CPU with bfloat16 instructions a bfloat16 prefill is about 3x faster than float32, while decoding
-    (one to a few tokens a pass, bound by memory) gains little and keeps float32, so that a multi-token
-    lookahead pass picks exactly the tokens one-token greedy passes pick. Greedy and lookahead share the
-    prefill, so they still agree token for token."""
-    if fast is None:
-        _PREFILL_MODELS.pop(model, None)
-    else:
-        _PREFILL_MODELS[model] = fast
-
-
-def prefill_model(model: torch.nn.Module) -> torch.nn.Module:
-    """The model that prefills for ``model`` (itself unless :func:`use_prefill_model` said otherwise)."""
-    return _PREFILL_MODELS.get(model, model)
 
 
 class Preempted(Exception):
@@ -86,6 +66,19 @@ def native_attention(model: torch.nn.Module) -> WoqKernel | None:
     return native_kernel()
 
 
+_CACHE_ARGUMENTS: dict[type, str] = {}
+
+
+def cache_argument(model_class: type[Any]) -> str:
+    """The name under which ``model_class``'s forward takes the KV cache: ``cache`` in transformers since it
+    renamed the argument (the old ``past_key_values`` warns on every call), ``past_key_values`` before that."""
+    name = _CACHE_ARGUMENTS.get(model_class)
+    if name is None:
+        taken = inspect.signature(model_class.forward).parameters
+        name = _CACHE_ARGUMENTS[model_class] = "cache" if "cache" in taken else "past_key_values"
+    return name
+
+
 def forward(
     model: torch.nn.Module,
     kv: PrefixKV,
@@ -124,10 +117,10 @@ def forward(
         blocked = ~mask.to(device)
         full[0, 0, :, past:].masked_fill_(blocked, torch.finfo(dtype).min)
         kwargs["attention_mask"] = full
+    kwargs[cache_argument(type(model))] = kv.cache
     with torch.inference_mode():
         out = model(
             input_ids=input_ids,
-            past_key_values=kv.cache,
             use_cache=True,
             logits_to_keep=1 if last_only else 0,
             **kwargs,

@@ -1,4 +1,4 @@
-"""Plain incremental greedy decoding with a KV cache: the reference that lookahead must equal token for token."""
+"""decoder: plain incremental greedy decoding with a KV cache: the reference lookahead must equal token for token."""
 
 from __future__ import annotations
 

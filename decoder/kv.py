@@ -1,4 +1,4 @@
-"""KV cache bookkeeping: which token ids the cache holds, prefix reuse across calls, keeping accepted entries.
+"""decoder: KV cache bookkeeping: which token ids the cache holds, prefix reuse across calls, keeping accepted entries.
 
 The cache is a transformers ``DynamicCache`` whose layers grow in place (:class:`GrowingLayer`): transformers'
 own layer concatenates the whole cache with the new entries on every pass (a copy of every layer's keys and

@@ -1,4 +1,4 @@
-"""Lossless lookahead decoding: several tokens per forward pass, output identical to greedy decoding.
+"""decoder: lossless lookahead decoding: several tokens per forward pass, output identical to greedy decoding.
 
 One step is ONE forward pass over the current token, the lookahead branch (W Jacobi chains of N-1 guesses)
 and the verification branch (up to G candidate n-grams from the draft sources), merged into a token tree
@@ -20,8 +20,8 @@ import torch
 from lookahead_lsp.decoder.drafts import Draft, DraftSource, JacobiPool, NgramTable
 from lookahead_lsp.decoder.forward import forward
 from lookahead_lsp.decoder.kv import PrefixKV, common_prefix_len
-from lookahead_lsp.decoder.packed_model import is_packed
 from lookahead_lsp.decoder.policy import AcceptanceModel, CostModel, default_jacobi, default_verify, select
+from lookahead_lsp.decoder.runtime.packed_model import is_packed
 from lookahead_lsp.decoder.steps import Generation, argmax, drive, pick, plain_step, warm
 from lookahead_lsp.decoder.tree import TokenTree, build_tree, verify
 from lookahead_lsp.decoder.types import CancelToken, DecodeRequest, DecodeResult

@@ -1,4 +1,4 @@
-"""Cost-aware drafting: which draft tokens one lookahead step verifies.
+"""decoder: cost-aware drafting: which draft tokens one lookahead step verifies.
 
 A pass over n tokens costs ``CostModel.cost(n)`` (relative to a one-token pass, measured at start-up); the
 token at depth d of a candidate is accepted with probability first * rest**(d-1), both estimated online per

@@ -1,4 +1,4 @@
-"""A remote inference engine as a decoder: one streamed OpenAI-compatible ``/v1/completions`` request per call.
+"""decoder: a remote inference engine as a decoder: one streamed OpenAI-compatible ``/v1/completions`` request per call.
 
 Works with any server that streams ``/v1/completions`` as server-sent events: TensorRT-LLM's ``trtllm-serve``,
 vLLM, llama.cpp's ``llama-server`` and ``llama_cpp.server``, TGI. Everything upstream (context, the FIM prompt,

@@ -1,4 +1,4 @@
-"""What greedy and lookahead decoding share: choosing the next token and committing new tokens.
+"""decoder: what greedy and lookahead decoding share: choosing the next token and committing new tokens.
 
 Both decoders commit through :class:`Generation`, so end-of-sequence, the token limit, the stop callback and
 the constraint behave identically in both.

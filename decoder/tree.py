@@ -1,4 +1,4 @@
-"""The verification branch as a token tree: candidates merged by shared prefixes, flattened for one pass.
+"""decoder: the verification branch as a token tree: candidates merged by shared prefixes, flattened for one pass.
 
 Node 0 is the current token (the root). Every other node is a draft token whose parent is the token before
 it. The flattened order is depth-first with the most probable child first, so the likeliest path is a

@@ -1,4 +1,4 @@
-"""Plain data that crosses the decoder's boundary: token ids in, token ids and statistics out.
+"""decoder: plain data that crosses the decoder's boundary: token ids in, token ids and statistics out.
 
 The decoder knows token ids only. Text, tokenizer and stop rules reach it as callbacks; the workspace
 index reaches it through the :class:`decoder.drafts.DraftSource` interface.

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lookahead_lsp.decoder.greedy import GreedyDecoder
-from lookahead_lsp.decoder.model import stop_token_ids
+from lookahead_lsp.decoder.runtime.model import stop_token_ids
 from lookahead_lsp.evaluation.quality import score
 from lookahead_lsp.evaluation.speed import ContextBuilder
 from lookahead_lsp.evaluation.workloads import Hole

@@ -34,43 +34,10 @@ from pathlib import Path
 from typing import Any
 
 from lookahead_lsp.decoder.types import DecodeRequest, DecodeResult, DecodeStats, FinishReason
+from lookahead_lsp.evaluation.peers import PEERS, SPEC_SWEEP
 from lookahead_lsp.evaluation.remote_bench import LLAMA_SERVER_GREEDY, LlamaServer, embedded_gguf, engine_unavailable
 
 REQUEST_TIMEOUT_S = 600.0
-
-# The n-gram speculation settings swept once (docs/benchmarks.md has the table and the command): each type
-# with its default sizes and with shorter lookups / drafts, which suit short code completions.
-SPEC_SWEEP: dict[str, tuple[str, ...]] = {
-    "simple-n12m48": ("--spec-type", "ngram-simple"),
-    "simple-n4m16": (
-        *("--spec-type", "ngram-simple", "--spec-ngram-simple-size-n", "4", "--spec-ngram-simple-size-m", "16"),
-    ),
-    "simple-n3m8": (
-        *("--spec-type", "ngram-simple", "--spec-ngram-simple-size-n", "3", "--spec-ngram-simple-size-m", "8"),
-    ),
-    "map-k-n12m48": ("--spec-type", "ngram-map-k"),
-    "map-k-n4m16": (
-        *("--spec-type", "ngram-map-k", "--spec-ngram-map-k-size-n", "4", "--spec-ngram-map-k-size-m", "16"),
-    ),
-    "mod-n24": ("--spec-type", "ngram-mod"),
-    "mod-n8": (
-        *("--spec-type", "ngram-mod", "--spec-ngram-mod-n-match", "8", "--spec-ngram-mod-n-min", "4"),
-        *("--spec-ngram-mod-n-max", "16"),
-    ),
-}
-BEST_NGRAM = "mod-n8"  # the sweep's fewest passes per token, 92% of drafts accepted (docs/benchmarks.md)
-
-# Configuration name -> llama-server's extra command-line arguments: plain, and each n-gram speculation type at
-# its sweep's best setting. ``bench`` compares against the fastest of them by tokens/s in the same run
-# (:func:`evaluation.report.peer_lines`): which one wins depends on the CPU (2026-11: ngram-simple n=3 m=8 on
-# one AVX2 machine, ngram-mod on an AVX-512 one).
-PEERS: dict[str, tuple[str, ...]] = {
-    "llama-server": (),
-    "llama-server-ngram": SPEC_SWEEP[BEST_NGRAM],
-    "llama-server-simple": SPEC_SWEEP["simple-n3m8"],
-    "llama-server-map-k": SPEC_SWEEP["map-k-n4m16"],
-}
-ALL_PEERS = "llama-servers"  # the --decoders name that stands for every configuration of PEERS
 
 
 class PeerError(RuntimeError):
@@ -217,7 +184,7 @@ def sweep(args: argparse.Namespace) -> str:
     All servers run at once and decode each hole in turn, ``--repeats`` rounds with the prompt cached after
     the first (a repeat only decodes); each keeps its fastest decode per hole, as ``bench --repeats`` does:
     on a shared machine the fastest of a few is the least disturbed."""
-    from lookahead_lsp.decoder.model import stop_token_ids
+    from lookahead_lsp.decoder.runtime.model import stop_token_ids
     from lookahead_lsp.evaluation.speed import ContextBuilder
     from lookahead_lsp.evaluation.workloads import Corpus, make_holes
     from lookahead_lsp.lsp_server.completion import Limits, decode_request
@@ -260,13 +227,13 @@ def sweep(args: argparse.Namespace) -> str:
 def _tokenizer() -> Any:
     from transformers import AutoTokenizer
 
-    from lookahead_lsp.decoder.embedded import ensure_converted
+    from lookahead_lsp.decoder.weights.embedded import ensure_converted
 
     return AutoTokenizer.from_pretrained(str(ensure_converted()))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from lookahead_lsp.decoder.model import physical_cores
+    from lookahead_lsp.decoder.runtime.model import physical_cores
 
     parser = argparse.ArgumentParser(
         prog="python -m lookahead_lsp.evaluation.llama_peer", description=__doc__.split("\n")[0]

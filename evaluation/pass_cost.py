@@ -20,7 +20,7 @@ import torch
 
 from lookahead_lsp.decoder.forward import masked_pass, prefill
 from lookahead_lsp.decoder.kv import PrefixKV
-from lookahead_lsp.decoder.model import load_model
+from lookahead_lsp.decoder.runtime.model import load_model
 
 SIZES = (1, 2, 3, 4, 6, 8, 12, 16)
 KINDS = {

@@ -3,7 +3,7 @@
 The llama.cpp build that ``scripts/get-engine.sh`` installs ships one CPU backend library per x86 level
 beside its binary (``libggml-cpu-haswell.so`` for AVX2, ``-alderlake`` for AVX-VNNI, ``-icelake`` for AVX-512
 VNNI, ...) and loads the best one the CPU runs from the executable's directory. Where our kernel's level is
-forced (``$LOOKAHEAD_LSP_NATIVE_ISA``, :mod:`decoder.isa`), :func:`pinned_binary` makes a directory holding a
+forced (``$LOOKAHEAD_LSP_NATIVE_ISA``, :mod:`decoder.kernels.isa`), :func:`pinned_binary` makes a directory holding a
 copy of the binary and only the matching backend, so the peer runs at the same level as ours; otherwise the
 peer runs as installed. :func:`engine_backend` names the backend a server started now loads.
 """
@@ -15,7 +15,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from lookahead_lsp.decoder.isa import requested_level
+from lookahead_lsp.decoder.kernels.isa import requested_level
 
 # Our level -> ggml's backend names for it, preferred first (ggml/src/CMakeLists.txt's GGML_CPU_ALL_VARIANTS).
 GGML_BACKENDS: dict[str, tuple[str, ...]] = {

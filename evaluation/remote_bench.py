@@ -45,10 +45,10 @@ from pathlib import Path
 from typing import IO, Any
 
 from lookahead_lsp.decoder.backend import Backend, local_backend, remote_backend
-from lookahead_lsp.decoder.embedded import EMBEDDED, EMBEDDED_MODELS, EmbeddedParts, assemble, embedded_parts
-from lookahead_lsp.decoder.model import configure_torch_threads, load_model, stop_token_ids
 from lookahead_lsp.decoder.remote import RemoteConfig
+from lookahead_lsp.decoder.runtime.model import configure_torch_threads, load_model, stop_token_ids
 from lookahead_lsp.decoder.types import DecodeRequest
+from lookahead_lsp.decoder.weights.embedded import EMBEDDED, EMBEDDED_MODELS, EmbeddedParts, assemble, embedded_parts
 from lookahead_lsp.evaluation.lsp_replay import CASES, session_holes, typing_session
 from lookahead_lsp.evaluation.peer_isa import library_path, pinned_binary
 from lookahead_lsp.evaluation.speed import ContextBuilder

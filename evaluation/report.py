@@ -17,7 +17,7 @@ from typing import Any
 import torch
 import transformers
 
-from lookahead_lsp.decoder.isa import ISA_ENV, chosen_level, cpu_flag_set, requested_level
+from lookahead_lsp.decoder.kernels.isa import ISA_ENV, chosen_level, cpu_flag_set, requested_level
 from lookahead_lsp.evaluation.quality import QualityResult, summarize_quality
 from lookahead_lsp.evaluation.speed import BenchResult, Summary, summarize
 

@@ -41,6 +41,7 @@ from lookahead_lsp.decoder.lookahead import LookaheadConfig
 from lookahead_lsp.decoder.policy import CostModel
 from lookahead_lsp.decoder.types import Decoder, DecodeRequest, DecodeResult, DecodeStats
 from lookahead_lsp.evaluation.hf_baselines import HF_PROMPT_LOOKUP_TOKENS, HFGenerateDecoder
+from lookahead_lsp.evaluation.peers import ALL_PEERS, PEERS
 from lookahead_lsp.evaluation.workloads import Corpus, Hole
 from lookahead_lsp.lsp_server.completion import Limits, decode_request
 
@@ -98,9 +99,7 @@ def parse_decoders(spec: str, sweep: bool = False) -> list[DecoderConfig]:
         if item == "ablations":
             names.extend(f"lookahead-no-{source}" for source in LOOKAHEAD_SOURCES)
             names.append("lookahead-jacobi")
-        elif item == "llama-servers":
-            from lookahead_lsp.evaluation.llama_peer import PEERS  # here: llama_peer imports this module
-
+        elif item == ALL_PEERS:
             names.extend(PEERS)
         elif item:
             names.append(item)
@@ -120,7 +119,6 @@ def _config(name: str) -> DecoderConfig:
         return DecoderConfig(name, "lookahead")
     if name == "lookahead-jacobi":
         return DecoderConfig(name, "lookahead", jacobi=True)
-    from lookahead_lsp.evaluation.llama_peer import PEERS  # here: llama_peer imports this module
 
     if name in PEERS:
         return DecoderConfig(name, "peer")

@@ -15,6 +15,6 @@ _here = os.path.dirname(os.path.abspath(__file__))
 if not os.path.isdir(os.path.join(_here, "decoder")):  # a checkout, not an installed wheel
     __path__.append(os.path.dirname(_here))
 
-from lookahead_lsp.decoder.isa import pin_libraries  # noqa: E402  (after the path is set)
+from lookahead_lsp.decoder.kernels.isa import pin_libraries  # noqa: E402  (after the path is set)
 
 pin_libraries()

@@ -23,8 +23,8 @@ from lookahead_lsp.decoder.backend import Backend, local_backend, remote_backend
 from lookahead_lsp.lsp_server.config import Config
 
 if TYPE_CHECKING:
-    from lookahead_lsp.decoder.model import LoadedModel
     from lookahead_lsp.decoder.policy import CostModel
+    from lookahead_lsp.decoder.runtime.model import LoadedModel
 
 log = logging.getLogger(__name__)
 
@@ -135,7 +135,7 @@ class ModelHost:
 
     def _load(self, generation: int, on_ready: Callable[[int], None], raise_errors: bool = False) -> None:
         # deferred: decoder.model imports torch (seconds); the daemon answers `initialize` before it loads
-        from lookahead_lsp.decoder.model import ModelLoadError, stop_token_ids
+        from lookahead_lsp.decoder.runtime.model import ModelLoadError, stop_token_ids
 
         config = self.config
         started = time.perf_counter()
@@ -257,7 +257,7 @@ def load(config: Config, progress: Callable[[str, float | None], None]) -> Loade
     import torch
     from transformers import AutoTokenizer
 
-    from lookahead_lsp.decoder.model import LoadedModel, ModelLoadError, load_model, resolve_spec
+    from lookahead_lsp.decoder.runtime.model import LoadedModel, ModelLoadError, load_model, resolve_spec
 
     if config.local:
         return load_model(
@@ -299,7 +299,7 @@ def make_backend(loaded: LoadedModel, config: Config, events: EngineEvents, cost
 
 def configure_threads(threads: int | None) -> None:
     """torch's thread counts (None: the physical cores)."""
-    from lookahead_lsp.decoder.model import configure_torch_threads  # deferred: imports torch (see `_load`)
+    from lookahead_lsp.decoder.runtime.model import configure_torch_threads  # deferred: imports torch (see `_load`)
 
     configure_torch_threads(threads)
 
@@ -330,7 +330,7 @@ def tune(loaded: LoadedModel, threads: int | None) -> tuple[int | None, CostMode
 
     from lookahead_lsp.decoder.forward import forward, measure_cost
     from lookahead_lsp.decoder.kv import PrefixKV
-    from lookahead_lsp.decoder.model import configure_torch_threads, physical_cores
+    from lookahead_lsp.decoder.runtime.model import configure_torch_threads, physical_cores
 
     try:
         if loaded.device.type == "cpu" and threads is None:

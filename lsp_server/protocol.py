@@ -49,8 +49,12 @@ class RobustProtocol(LanguageServerProtocol):
         except Exception as exc:
             method = decoded.get("method", "a response")
             self.refuse(
-                Refusal(rpc.INVALID_PARAMS, f"Invalid params for {method}: {rpc.describe(exc)}",
-                        decoded.get("id"), rpc.is_request(decoded))
+                Refusal(
+                    rpc.INVALID_PARAMS,
+                    f"Invalid params for {method}: {rpc.describe(exc)}",
+                    decoded.get("id"),
+                    rpc.is_request(decoded),
+                )
             )
             return True
         if decoded.get("method") == types.INITIALIZE:

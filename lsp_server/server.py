@@ -253,8 +253,15 @@ class LookaheadServer(LanguageServer):
 
     def start_io(self, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -> None:
         """Serve over stdio until the input ends, the output is lost, exit or SIGTERM."""
-        self._serve(transport.serve_stdio(stdin or sys.stdin.buffer, stdout or sys.stdout.buffer, self.protocol,
-                                        self.protocol.set_writer, self._terminate))
+        self._serve(
+            transport.serve_stdio(
+                stdin or sys.stdin.buffer,
+                stdout or sys.stdout.buffer,
+                self.protocol,
+                self.protocol.set_writer,
+                self._terminate,
+            )
+        )
 
     def start_tcp(self, host: str, port: int) -> None:
         """Serve the first client that connects to ``host:port`` until it disconnects, exit or SIGTERM."""

@@ -132,8 +132,13 @@ def on_sigterm(loop: asyncio.AbstractEventLoop, stop: Callable[[], None], termin
         loop.add_signal_handler(signal.SIGTERM, handler)
 
 
-async def serve_stdio(stdin: BinaryIO, stdout: BinaryIO, receiver: Receiver, set_writer: Callable[[Writer], None],
-                      terminated: Callable[[], None]) -> None:
+async def serve_stdio(
+    stdin: BinaryIO,
+    stdout: BinaryIO,
+    receiver: Receiver,
+    set_writer: Callable[[Writer], None],
+    terminated: Callable[[], None],
+) -> None:
     """Serve over stdin/stdout until stdin ends, stdout is lost, or SIGTERM."""
     loop = asyncio.get_running_loop()
     inbox = Inbox(loop)
@@ -143,8 +148,9 @@ async def serve_stdio(stdin: BinaryIO, stdout: BinaryIO, receiver: Receiver, set
     await pump(inbox.get, receiver)
 
 
-async def serve_tcp(host: str, port: int, receiver: Receiver, set_writer: Callable[[Writer], None],
-                    terminated: Callable[[], None]) -> None:
+async def serve_tcp(
+    host: str, port: int, receiver: Receiver, set_writer: Callable[[Writer], None], terminated: Callable[[], None]
+) -> None:
     """Listen on ``host:port`` and serve the first client until it disconnects (or SIGTERM)."""
     done = asyncio.Event()
 
@@ -161,8 +167,9 @@ async def serve_tcp(host: str, port: int, receiver: Receiver, set_writer: Callab
         await done.wait()
 
 
-async def _serve_connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, receiver: Receiver,
-                            set_writer: Callable[[Writer], None]) -> None:
+async def _serve_connection(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, receiver: Receiver, set_writer: Callable[[Writer], None]
+) -> None:
     """One TCP client: frames from the socket, answers to it, until it disconnects."""
     ended = asyncio.Event()
     set_writer(Writer(_SocketStream(writer), ended.set))

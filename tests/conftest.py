@@ -15,7 +15,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 @pytest.fixture(scope="session")
 def embedded_hf_dir() -> Path:
     """The embedded default model converted to a transformers directory (config, safetensors, tokenizer)."""
-    from lookahead_lsp.decoder.embedded import ensure_converted
+    from lookahead_lsp.decoder.weights.embedded import ensure_converted
 
     return ensure_converted()
 

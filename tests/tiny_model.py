@@ -13,7 +13,7 @@ from typing import Any
 import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
-from lookahead_lsp.decoder.model import prepare_for_inference
+from lookahead_lsp.decoder.runtime.model import prepare_for_inference
 
 # The directory model's continuation: these words over and over, on one line (each one token of Qwen's vocabulary).
 CYCLE = (" alpha", " beta", " gamma", " delta")

@@ -14,8 +14,14 @@ from typing import Any
 
 import torch
 
-from lookahead_lsp.decoder.embedded import EMBEDDED_MODELS, EmbeddedModelError, embedded_parts
-from lookahead_lsp.decoder.model import LoadedModel, ModelLoadError, configure_torch_threads, load_model, stop_token_ids
+from lookahead_lsp.decoder.runtime.model import (
+    LoadedModel,
+    ModelLoadError,
+    configure_torch_threads,
+    load_model,
+    stop_token_ids,
+)
+from lookahead_lsp.decoder.weights.embedded import EMBEDDED_MODELS, EmbeddedModelError, embedded_parts
 from lookahead_lsp.evaluation.llama_peer import PeerError, peer_configs, started_peers
 from lookahead_lsp.evaluation.lsp_replay import (
     compare_sessions,

@@ -9,7 +9,7 @@ import gc
 from pathlib import Path
 
 from lookahead_lsp.decoder.backend import local_backend
-from lookahead_lsp.decoder.model import stop_token_ids
+from lookahead_lsp.decoder.runtime.model import stop_token_ids
 from lookahead_lsp.evaluation.commands.bench import add_workload_arguments, load, load_holes, progress, run_meta
 from lookahead_lsp.evaluation.quality import QualityResult, Scored, run_quality
 from lookahead_lsp.evaluation.report import quality_markdown, write_quality

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from lookahead_lsp.decoder.model import configure_torch_threads, load_model
+from lookahead_lsp.decoder.runtime.model import configure_torch_threads, load_model
 from lookahead_lsp.evaluation.commands.bench import progress
 from lookahead_lsp.evaluation.layouts import HEADERS, measure
 from lookahead_lsp.evaluation.report import markdown_table

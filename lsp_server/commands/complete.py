@@ -17,7 +17,7 @@ from pathlib import Path
 from lsprotocol import types
 from pygls.uris import from_fs_path
 
-from lookahead_lsp.decoder.model import ModelLoadError
+from lookahead_lsp.decoder.runtime.model import ModelLoadError
 from lookahead_lsp.decoder.types import CancelToken
 from lookahead_lsp.lsp_server import pipeline
 from lookahead_lsp.lsp_server.cli import UsageError

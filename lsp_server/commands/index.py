@@ -16,7 +16,7 @@ from transformers import AutoTokenizer
 
 from lookahead_lsp.context.workspace import WorkspaceConfig
 from lookahead_lsp.context.workspace_index import WorkspaceIndex
-from lookahead_lsp.decoder.embedded import embedded_parts, ensure_converted
+from lookahead_lsp.decoder.weights.embedded import embedded_parts, ensure_converted
 from lookahead_lsp.lsp_server.cli import UsageError
 
 BAR_WIDTH = 30

@@ -13,8 +13,8 @@ import sys
 import time
 from typing import TextIO
 
-from lookahead_lsp.decoder.model import ModelLoadError, load_model, resolve_spec
-from lookahead_lsp.decoder.woq_native import native_kernel
+from lookahead_lsp.decoder.kernels.woq_native import native_kernel
+from lookahead_lsp.decoder.runtime.model import ModelLoadError, load_model, resolve_spec
 from lookahead_lsp.lsp_server.cli import UsageError
 
 

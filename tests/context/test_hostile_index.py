@@ -68,8 +68,10 @@ def test_bad_names_patterns_fifos_and_cache_keep_the_index(tiny_model_dir: Path,
         assert client.indexed_files() == 4
         # didOpen + didClose of a FIFO path: nothing blocks, later requests are answered
         uri = (root / "pipe.py").as_uri()
-        client.notify("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "python", "version": 1,
-                                                                "text": "x = 1\n"}})
+        client.notify(
+            "textDocument/didOpen",
+            {"textDocument": {"uri": uri, "languageId": "python", "version": 1, "text": "x = 1\n"}},
+        )
         client.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
         time.sleep(1.0)
         (root / "last.py").write_text("def last():\n    return 5\n")
@@ -106,8 +108,15 @@ def test_invalid_snapshot_discarded_temporaries_removed_and_churn_reconciled(
     target = snapshot_path([root], key, cache)
     target.parent.mkdir(parents=True)
     info = (root / "a.py").stat()
-    bad = Snapshot([str(root.resolve())], key, {str((root / "a.py").resolve()): StoredFile(
-        str((root / "a.py").resolve()), info.st_size, info.st_mtime_ns, np.array([5, -7], "int32"))})
+    bad = Snapshot(
+        [str(root.resolve())],
+        key,
+        {
+            str((root / "a.py").resolve()): StoredFile(
+                str((root / "a.py").resolve()), info.st_size, info.st_mtime_ns, np.array([5, -7], "int32")
+            )
+        },
+    )
     target.write_bytes(encode_snapshot(bad))
     dead = target.parent / f".{target.name}.999999999.abcdefgh.tmp"  # a writer that no longer exists
     dead.write_bytes(b"x" * 1000)

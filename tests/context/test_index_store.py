@@ -13,13 +13,13 @@ from lookahead_lsp.context.index_store import (
     FORMAT_VERSION,
     Snapshot,
     StoredFile,
-    cache_root,
     load_snapshot,
     save_snapshot,
     snapshot_path,
     tokenizer_key,
     vocab_limit,
 )
+from lookahead_lsp.decoder.weights.cache import cache_root
 
 EMBEDDED_LIMIT = 151_665  # the embedded model's real tokens; [PAD151665] onwards only pad its embedding rows
 

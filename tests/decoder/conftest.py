@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from lookahead_lsp.decoder.isa import runnable_levels
-from lookahead_lsp.decoder.woq_native import WoqKernel, build, compiler
+from lookahead_lsp.decoder.kernels.isa import runnable_levels
+from lookahead_lsp.decoder.kernels.woq_native import WoqKernel, build, compiler
 
 
 @pytest.fixture(scope="session")

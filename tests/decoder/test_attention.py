@@ -5,8 +5,8 @@ from __future__ import annotations
 import torch
 from transformers import DynamicCache
 
-from lookahead_lsp.decoder.cpu_linear import OneDnnLinear, use_onednn_linear
-from lookahead_lsp.decoder.model import transpose_linear_weights
+from lookahead_lsp.decoder.runtime.cpu_linear import OneDnnLinear, use_onednn_linear
+from lookahead_lsp.decoder.runtime.model import transpose_linear_weights
 from tests.decoder.test_row_attention import tree_visibility
 from tests.tiny_model import make_tiny_qwen2, random_qwen2
 

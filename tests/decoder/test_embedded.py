@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from lookahead_lsp.decoder.embedded import (
-    CACHE_ENV,
+from lookahead_lsp.decoder.weights.cache import CACHE_ENV, cache_root
+from lookahead_lsp.decoder.weights.embedded import (
     CACHE_FORMAT,
     EMBEDDED,
     EMBEDDED_1_5B,
@@ -23,7 +23,6 @@ from lookahead_lsp.decoder.embedded import (
     EmbeddedParts,
     MissingPartError,
     assemble,
-    cache_root,
     converted_dir,
     embedded_parts,
     ensure_converted,

@@ -12,7 +12,7 @@ from gguf.quants import dequantize, quantize
 from safetensors.torch import load_file
 
 from lookahead_lsp.decoder import gguf_convert
-from lookahead_lsp.decoder.gguf_convert import write_weights
+from lookahead_lsp.decoder.weights.gguf_convert import write_weights
 from tests.decoder.test_packed import random_blocks
 
 ROWS, COLS = 48, 256

@@ -329,7 +329,7 @@ def test_a_cheaper_prefill_model_keeps_lookahead_equal_to_greedy():
     """Prompts prefilled by a float32 copy of the float64 model (as bfloat16 prefills for float32 on a CPU):
     the copy does the prefill, the cache is handed back in the decoding precision, and greedy and lookahead
     decoding after that shared prefill still agree token for token."""
-    from lookahead_lsp.decoder.forward import use_prefill_model
+    from lookahead_lsp.decoder.runtime.prefill import use_prefill_model
 
     model = make_tiny_qwen2(vocab_size=VOCAB, seed=5)
     fast = make_tiny_qwen2(vocab_size=VOCAB, seed=5, dtype=torch.float32)

@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from lookahead_lsp.decoder.embedded import EMBEDDED, assemble
-from lookahead_lsp.decoder.model import (
+from lookahead_lsp.decoder.runtime.model import (
     LoadedModel,
     ModelLoadError,
     configure_torch_threads,
@@ -21,6 +20,7 @@ from lookahead_lsp.decoder.model import (
     resolve_dtype,
     stop_token_ids,
 )
+from lookahead_lsp.decoder.weights.embedded import EMBEDDED, assemble
 
 
 @pytest.mark.parametrize(
@@ -70,7 +70,7 @@ def test_device_and_dtype_resolution() -> None:
 
 
 def test_prefill_dtype_resolution() -> None:
-    from lookahead_lsp.decoder.model import resolve_prefill_dtype
+    from lookahead_lsp.decoder.runtime.model import resolve_prefill_dtype
 
     cpu, cuda = torch.device("cpu"), torch.device("cuda")
     assert resolve_prefill_dtype("auto", cpu, torch.float32, native_bf16=True) == torch.bfloat16

@@ -11,11 +11,12 @@ import torch
 from transformers.models.qwen2.modeling_qwen2 import Qwen2RMSNorm, apply_rotary_pos_emb
 
 from lookahead_lsp.decoder.forward import forward, prefill
+from lookahead_lsp.decoder.kernels.woq_layout import WoqProduct, woq_state
+from lookahead_lsp.decoder.kernels.woq_native import WoqKernel, native_kernel
 from lookahead_lsp.decoder.kv import PrefixKV
-from lookahead_lsp.decoder.native_pass import _PASSES, native_pass, qualifies
-from lookahead_lsp.decoder.packed_model import pack_gguf, use_packed
-from lookahead_lsp.decoder.woq_linear import WoqLinear, WoqProduct, woq_state
-from lookahead_lsp.decoder.woq_native import WoqKernel, native_kernel
+from lookahead_lsp.decoder.runtime.native_pass import _PASSES, native_pass, qualifies
+from lookahead_lsp.decoder.runtime.packed_model import pack_gguf, use_packed
+from lookahead_lsp.decoder.runtime.woq_layer import WoqLinear
 from tests.decoder.test_packed import write_tiny_gguf
 from tests.decoder.test_woq import random_groups
 from tests.tiny_model import make_tiny_qwen2

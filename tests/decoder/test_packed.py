@@ -12,28 +12,28 @@ import torch
 from gguf import GGMLQuantizationType, GGUFReader, GGUFWriter
 from gguf.quants import dequantize, quantize
 
-from lookahead_lsp.decoder.gguf_blocks import read_affine, supported
 from lookahead_lsp.decoder.greedy import GreedyDecoder
+from lookahead_lsp.decoder.kernels.woq_native import native_kernel
 from lookahead_lsp.decoder.lookahead import LookaheadConfig, LookaheadDecoder
-from lookahead_lsp.decoder.model import ModelLoadError, prepare_for_inference, use_gguf_weights
-from lookahead_lsp.decoder.packed_linear import PackedEmbedding, PackedLinear, int4_kernel_works, requantize
-from lookahead_lsp.decoder.packed_model import (
+from lookahead_lsp.decoder.policy import GPU_COST, CostModel
+from lookahead_lsp.decoder.runtime.model import ModelLoadError, prepare_for_inference, use_gguf_weights
+from lookahead_lsp.decoder.runtime.packed_linear import PackedEmbedding, PackedLinear, int4_kernel_works, requantize
+from lookahead_lsp.decoder.runtime.packed_model import (
     DequantizingLinear,
     cache_path,
     cached_packed_state,
     fill_from_checkpoint,
     gguf_linear,
     layer_weights,
-    module_name,
     pack_gguf,
     packed_skeleton,
     prefill_twin,
     use_packed,
 )
-from lookahead_lsp.decoder.policy import GPU_COST, CostModel
+from lookahead_lsp.decoder.runtime.woq_layer import WoqLinear
 from lookahead_lsp.decoder.types import DecodeRequest
-from lookahead_lsp.decoder.woq_linear import WoqLinear
-from lookahead_lsp.decoder.woq_native import native_kernel
+from lookahead_lsp.decoder.weights.gguf_blocks import read_affine, supported
+from lookahead_lsp.decoder.weights.gguf_names import module_name
 from tests.tiny_model import make_tiny_qwen2
 
 pytestmark = pytest.mark.skipif(not int4_kernel_works(), reason="this PyTorch has no working CPU int4 kernel")

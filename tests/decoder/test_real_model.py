@@ -11,7 +11,7 @@ import pytest
 from lookahead_lsp.decoder.drafts import SequenceNgrams
 from lookahead_lsp.decoder.greedy import GreedyDecoder
 from lookahead_lsp.decoder.lookahead import LookaheadConfig, LookaheadDecoder
-from lookahead_lsp.decoder.model import load_model, stop_token_ids
+from lookahead_lsp.decoder.runtime.model import load_model, stop_token_ids
 from lookahead_lsp.decoder.types import DecodeRequest, DecodeResult
 
 pytestmark = pytest.mark.real_model

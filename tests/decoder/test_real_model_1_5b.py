@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from lookahead_lsp.decoder.embedded import EMBEDDED_1_5B
 from lookahead_lsp.decoder.greedy import GreedyDecoder
 from lookahead_lsp.decoder.lookahead import LookaheadConfig, LookaheadDecoder
-from lookahead_lsp.decoder.model import load_model, stop_token_ids
+from lookahead_lsp.decoder.runtime.model import load_model, stop_token_ids
 from lookahead_lsp.decoder.types import DecodeRequest
+from lookahead_lsp.decoder.weights.embedded import EMBEDDED_1_5B
 from tests.decoder.test_real_model import greedy_and_lookahead, holes
 
 

@@ -495,7 +495,7 @@ def real_engine(server: Any, tokenizer: Any, hooks: Hooks | None = None) -> Remo
 
 
 def real_request(tokenizer: Any, prompt: str, max_new_tokens: int, **options: Any) -> DecodeRequest:
-    from lookahead_lsp.decoder.model import stop_token_ids
+    from lookahead_lsp.decoder.runtime.model import stop_token_ids
 
     ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
     return DecodeRequest(ids, max_new_tokens=max_new_tokens, eos_ids=stop_token_ids(tokenizer), **options)
@@ -515,7 +515,7 @@ def test_real_engine_completes(engine_server: Any, real_tokenizer: Any) -> None:
 def test_real_engine_equals_local_greedy(engine_server: Any, real_tokenizer: Any, embedded_hf_dir: Path) -> None:
     """Same GGUF weights, same prompt ids: llama.cpp's greedy output is the local greedy decoder's."""
     from lookahead_lsp.decoder.greedy import GreedyDecoder
-    from lookahead_lsp.decoder.model import load_model
+    from lookahead_lsp.decoder.runtime.model import load_model
 
     local = GreedyDecoder(load_model(str(embedded_hf_dir), device="cpu").model)
     engine = real_engine(engine_server, real_tokenizer)

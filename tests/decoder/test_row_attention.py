@@ -7,14 +7,14 @@ import random
 import pytest
 import torch
 
-from lookahead_lsp.decoder.row_attention import (
+from lookahead_lsp.decoder.kernels.woq_native import WoqKernel, native_kernel
+from lookahead_lsp.decoder.runtime.row_attention import (
     BLOCK,
     native_row_attention,
     plan_keys,
     plan_rows,
     row_attention,
 )
-from lookahead_lsp.decoder.woq_native import WoqKernel, native_kernel
 
 KINDS = ["flash", "native"]
 """ATen's flash kernel on a RowPlan, the native kernel (decoder/row_kernel.cpp) on a KeyPlan"""
@@ -95,8 +95,11 @@ def test_row_attention_is_attention(kind: str) -> None:
     got = attend(kind, query, keys, values, past, [past + d for d in depths], visible, 0.125)
     allowed = torch.cat([torch.ones(n, past, dtype=torch.bool), visible], 1)
     expected = torch.nn.functional.scaled_dot_product_attention(
-        query, keys.repeat_interleave(heads // kv_heads, 1), values.repeat_interleave(heads // kv_heads, 1),
-        attn_mask=allowed, scale=0.125,
+        query,
+        keys.repeat_interleave(heads // kv_heads, 1),
+        values.repeat_interleave(heads // kv_heads, 1),
+        attn_mask=allowed,
+        scale=0.125,
     ).transpose(1, 2)
     torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
 

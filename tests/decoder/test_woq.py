@@ -10,19 +10,17 @@ import numpy as np
 import pytest
 import torch
 
-from lookahead_lsp.decoder.gguf_blocks import AffineGroups, read_affine
-from lookahead_lsp.decoder.isa import LEVELS, chosen_level
-from lookahead_lsp.decoder.woq_linear import (
+from lookahead_lsp.decoder.kernels.isa import LEVELS, chosen_level
+from lookahead_lsp.decoder.kernels.woq_layout import (
     LAYOUTS,
     SCALE_MODES,
-    WoqLinear,
     groups_from_state,
     layout_for,
     pack_codes,
     unpack_codes,
     woq_state,
 )
-from lookahead_lsp.decoder.woq_native import (
+from lookahead_lsp.decoder.kernels.woq_native import (
     WoqKernel,
     build,
     compiler,
@@ -31,6 +29,8 @@ from lookahead_lsp.decoder.woq_native import (
     probe,
     reference_linear,
 )
+from lookahead_lsp.decoder.runtime.woq_layer import WoqLinear
+from lookahead_lsp.decoder.weights.gguf_blocks import AffineGroups, read_affine
 
 
 @pytest.fixture(scope="module")
@@ -161,7 +161,7 @@ def test_the_build_is_cached_per_machine(tmp_path: Path) -> None:
 
 
 def test_a_failing_compiler_leaves_the_aten_kernel(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.WARNING, logger="lookahead_lsp.decoder.woq_native"):
+    with caplog.at_level(logging.WARNING, logger="lookahead_lsp.decoder.kernels.woq_native"):
         assert load_kernel(tmp_path, "/bin/false") is None
         assert load_kernel(tmp_path, None) is None
     assert "native kernel unavailable" in caplog.text and "no C++ compiler" in caplog.text

@@ -102,7 +102,7 @@ def drive(tmp_path: Path, settings: dict, driver: dict[str, str], sample_text: s
         "XDG_CACHE_HOME": str(home / ".cache"),
     }
     if "LOOKAHEAD_LSP_CACHE" not in env:  # keep the converted embedded model of the real user cache
-        from lookahead_lsp.decoder.embedded import cache_root
+        from lookahead_lsp.decoder.weights.cache import cache_root
 
         env["LOOKAHEAD_LSP_CACHE"] = str(cache_root())
     dirs = ["--user-data-dir", str(tmp_path / "ud"), "--extensions-dir", str(tmp_path / "ext")]

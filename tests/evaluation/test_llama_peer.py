@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 
 from lookahead_lsp.decoder.types import DecodeRequest, DecodeStats
-from lookahead_lsp.evaluation.llama_peer import PEERS, Peer, started_peers
+from lookahead_lsp.evaluation.llama_peer import Peer, started_peers
+from lookahead_lsp.evaluation.peers import PEERS
 from lookahead_lsp.evaluation.speed import BenchResult, Run, parse_decoders, summarize
 from lookahead_lsp.evaluation.workloads import Hole
 from lookahead_lsp.lsp_server.cli import main
@@ -98,7 +99,7 @@ def tokenizer(embedded_hf_dir: Path) -> Any:
 
 
 def _request(tokenizer: Any, prompt: str, max_new_tokens: int) -> DecodeRequest:
-    from lookahead_lsp.decoder.model import stop_token_ids
+    from lookahead_lsp.decoder.runtime.model import stop_token_ids
 
     ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
     return DecodeRequest(ids, max_new_tokens=max_new_tokens, eos_ids=stop_token_ids(tokenizer))
@@ -154,7 +155,7 @@ def test_peer_servers_stop_when_the_block_ends_badly(peers: dict[str, Peer], tmp
 def test_peer_decodes_what_our_greedy_decodes(peers: dict[str, Peer], tokenizer: Any) -> None:
     """Same GGUF, same prompt ids: llama-server's greedy tokens are our greedy decoder's."""
     from lookahead_lsp.decoder.greedy import GreedyDecoder
-    from lookahead_lsp.decoder.model import load_model
+    from lookahead_lsp.decoder.runtime.model import load_model
 
     ours = GreedyDecoder(load_model("embedded", device="cpu").model)
     prompt = "<|fim_prefix|>import os\n\n\ndef read(path):\n    <|fim_suffix|>\n<|fim_middle|>"

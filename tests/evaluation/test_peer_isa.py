@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from lookahead_lsp.decoder.isa import ISA_ENV, LEVELS, runnable_levels
+from lookahead_lsp.decoder.kernels.isa import ISA_ENV, LEVELS, runnable_levels
 from lookahead_lsp.evaluation.peer_isa import GGML_BACKENDS, backend_for, engine_backend, loaded_backend
 
 

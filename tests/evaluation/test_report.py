@@ -19,6 +19,7 @@ def test_model_name_leaves_out_cache_paths(tmp_path: Path) -> None:
 
 def test_the_peer_is_its_fastest_configuration_by_tokens_per_second() -> None:
     """Not the one with the fewest passes: a configuration that drafts much and decodes slowly is not the peer."""
+
     def row(name: str, tokens_per_s: float, passes: float, prefill: float, completion: float) -> Summary:
         return Summary(name, 10, tokens_per_s, 1.0, passes, 1.0, prefill, 0.0, 10, completion_ms=completion)
 

@@ -26,8 +26,12 @@ def daemon(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> It
     """Started with a logFile in a folder that does not exist."""
     tmp = tmp_path_factory.mktemp("hostile-docs")
     client = HostileClient(tmp)
-    options = {"model": str(tiny_model_dir), "maxNewTokens": 4, "indexEnabled": False,
-               "logFile": str(tmp / "missing" / "lookahead.log")}
+    options = {
+        "model": str(tiny_model_dir),
+        "maxNewTokens": 4,
+        "indexEnabled": False,
+        "logFile": str(tmp / "missing" / "lookahead.log"),
+    }
     reply = client.initialize(None, options)
     assert "result" in reply, reply
     assert client.wait_ready()["state"] == "ready"
@@ -37,14 +41,18 @@ def daemon(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> It
 
 def _open(client: HostileClient, name: str, text: str) -> str:
     uri = URI + name
-    client.notify("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "python", "version": 1,
-                                                            "text": text}})
+    client.notify(
+        "textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "python", "version": 1, "text": text}}
+    )
     return uri
 
 
 def _inline(client: HostileClient, uri: str, line: int, character: int) -> dict[str, Any]:
-    params = {"textDocument": {"uri": uri}, "position": {"line": line, "character": character},
-              "context": {"triggerKind": 1}}
+    params = {
+        "textDocument": {"uri": uri},
+        "position": {"line": line, "character": character},
+        "context": {"triggerKind": 1},
+    }
     return client.request("textDocument/inlineCompletion", params, timeout=60)
 
 
@@ -59,8 +67,9 @@ def test_bad_log_file_with_a_model_change_applies_the_rest(
 ) -> None:
     other = tmp_path / "other-model"
     shutil.copytree(tiny_model_dir, other)
-    daemon.notify("workspace/didChangeConfiguration",
-                  {"settings": {"lookahead": {"model": str(other), "logFile": str(tmp_path)}}})  # a directory
+    daemon.notify(
+        "workspace/didChangeConfiguration", {"settings": {"lookahead": {"model": str(other), "logFile": str(tmp_path)}}}
+    )  # a directory
     deadline = time.monotonic() + 120
     while True:
         stats = daemon.stats()
@@ -79,8 +88,18 @@ def test_lone_surrogate_does_not_break_later_completions(daemon: HostileClient) 
     for _ in range(3):
         reply = _inline(daemon, uri, 2, 11)
         assert "result" in reply, reply
-    daemon.notify("textDocument/didChange", {"textDocument": {"uri": uri, "version": 2}, "contentChanges": [
-        {"range": {"start": {"line": 2, "character": 11}, "end": {"line": 2, "character": 11}}, "text": "\udc00x"}]})
+    daemon.notify(
+        "textDocument/didChange",
+        {
+            "textDocument": {"uri": uri, "version": 2},
+            "contentChanges": [
+                {
+                    "range": {"start": {"line": 2, "character": 11}, "end": {"line": 2, "character": 11}},
+                    "text": "\udc00x",
+                }
+            ],
+        },
+    )
     reply = _inline(daemon, uri, 2, 13)
     assert "result" in reply, reply
 
@@ -96,15 +115,25 @@ def test_carriage_return_lines_are_lines(daemon: HostileClient) -> None:
 
 
 GARBAGE_SETTINGS: dict[str, Any] = {
-    "window": "big", "ngram": True, "maxNewTokens": -1, "decoder": "beam", "device": "tpu", "dtype": 3,
-    "threads": 0, "tokenBudget": "lots", "promptLayout": [], "enabled": "yes", "logFile": 7, "remote": 5,
-    **{f"noSuchSetting{i}": i for i in range(12)}, "include": ["["], "exclude": ["[z-a]", "*.md"],
+    "window": "big",
+    "ngram": True,
+    "maxNewTokens": -1,
+    "decoder": "beam",
+    "device": "tpu",
+    "dtype": 3,
+    "threads": 0,
+    "tokenBudget": "lots",
+    "promptLayout": [],
+    "enabled": "yes",
+    "logFile": 7,
+    "remote": 5,
+    **{f"noSuchSetting{i}": i for i in range(12)},
+    "include": ["["],
+    "exclude": ["[z-a]", "*.md"],
 }
 
 
-def test_garbage_settings_are_one_message_per_change_and_keep_the_index(
-    tiny_model_dir: Path, tmp_path: Path
-) -> None:
+def test_garbage_settings_are_one_message_per_change_and_keep_the_index(tiny_model_dir: Path, tmp_path: Path) -> None:
     root = tmp_path / "ws"
     (root / ".git").mkdir(parents=True)
     for i in range(4):
@@ -118,8 +147,10 @@ def test_garbage_settings_are_one_message_per_change_and_keep_the_index(
         assert index["ready"] and index["stats"]["files"] == 4, index  # the bad include dropped, *.md excluded
         pop_ups = client.pop_ups()
         assert len(pop_ups) == 1 and re.match(r"lookahead: 2\d problems in the settings: ", pop_ups[0]), pop_ups
-        client.notify("workspace/didChangeConfiguration",
-                      {"settings": {"lookahead": {"window": 0, "ngram": "x", "include": ["[", "*.py"], "bad": 1}}})
+        client.notify(
+            "workspace/didChangeConfiguration",
+            {"settings": {"lookahead": {"window": 0, "ngram": "x", "include": ["[", "*.py"], "bad": 1}}},
+        )
         client.wait_for(lambda m: m.get("method") == "window/showMessage", after=len(client.received) - 1)
         assert client.stats()["settings"]["include"] == ["*.py"]
         assert len(client.pop_ups()) == 2, client.pop_ups()

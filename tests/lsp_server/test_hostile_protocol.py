@@ -61,8 +61,10 @@ def daemon(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> It
     reply = client.initialize(None, {"model": str(tiny_model_dir), "maxNewTokens": 4, "indexEnabled": False})
     assert "result" in reply, reply
     assert client.wait_ready()["state"] == "ready"
-    client.notify("textDocument/didOpen", {"textDocument": {"uri": URI, "languageId": "python", "version": 1,
-                                                            "text": "import os\n"}})
+    client.notify(
+        "textDocument/didOpen",
+        {"textDocument": {"uri": URI, "languageId": "python", "version": 1, "text": "import os\n"}},
+    )
     yield client
     assert client.close() == 0
     assert client.garbage == []
@@ -124,8 +126,14 @@ def _sized(text: str) -> bytes:
     return text.encode("utf-8")
 
 
-BODY = json.dumps({"jsonrpc": "2.0", "id": 77, "method": "workspace/executeCommand",
-                   "params": {"command": "lookahead.stats", "arguments": ["é✓"]}})
+BODY = json.dumps(
+    {
+        "jsonrpc": "2.0",
+        "id": 77,
+        "method": "workspace/executeCommand",
+        "params": {"command": "lookahead.stats", "arguments": ["é✓"]},
+    }
+)
 BAD_FRAMES: dict[str, bytes] = {
     "short": frame(BODY, len(_sized(BODY)) - 9),
     "long": frame(BODY, len(_sized(BODY)) + 9),
@@ -156,14 +164,21 @@ def test_lenient_frames_are_understood(daemon: HostileClient) -> None:
     """LF-only headers and a missing space are sloppy, not wrong: those requests are answered themselves."""
     for header in (b"Content-Length: %d\n\n", b"Content-Length:%d\r\n\r\n", b"content-length:   %d\r\n\r\n"):
         msg_id = daemon.new_id()
-        body = json.dumps({"jsonrpc": "2.0", "id": msg_id, "method": "workspace/executeCommand",
-                           "params": {"command": "lookahead.stats"}}).encode()
+        body = json.dumps(
+            {
+                "jsonrpc": "2.0",
+                "id": msg_id,
+                "method": "workspace/executeCommand",
+                "params": {"command": "lookahead.stats"},
+            }
+        ).encode()
         daemon.send(header % len(body) + body)
         assert "result" in daemon.response(msg_id, timeout=10)
 
 
-def _short_daemon(tmp: Path, tiny_model_dir: Path, options: dict[str, Any] | None = None,
-                  root: Path | None = None) -> HostileClient:
+def _short_daemon(
+    tmp: Path, tiny_model_dir: Path, options: dict[str, Any] | None = None, root: Path | None = None
+) -> HostileClient:
     client = HostileClient(tmp)
     init = {"model": str(tiny_model_dir), "maxNewTokens": 4, "indexEnabled": False, **(options or {})}
     assert "result" in client.initialize(root, init)
@@ -233,8 +248,9 @@ def test_a_burst_of_pipelined_requests_is_all_answered(daemon: HostileClient) ->
 def test_nul_bytes_and_a_long_line_are_served(daemon: HostileClient) -> None:
     uri = "file:///tmp/hostile/odd.py"
     text = "x = '\x00\x00'\n" + "y = " + "1 + " * 500_000 + "1\n" + "def f():\n    "
-    daemon.notify("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "python", "version": 1,
-                                                            "text": text}})
+    daemon.notify(
+        "textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "python", "version": 1, "text": text}}
+    )
     params = {**GOOD_POSITION, "textDocument": {"uri": uri}, "position": {"line": 3, "character": 4}}
     assert "result" in daemon.request("textDocument/inlineCompletion", params, timeout=60)
     daemon.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
@@ -248,8 +264,10 @@ def test_requests_before_initialize_get_server_not_initialized(tmp_path: Path) -
     for method, params in early:
         reply = client.request(method, params, timeout=60)
         assert reply["error"]["code"] == -32002, reply
-    client.notify("textDocument/didOpen", {"textDocument": {"uri": URI, "languageId": "python", "version": 1,
-                                                            "text": "import os\n"}})
+    client.notify(
+        "textDocument/didOpen",
+        {"textDocument": {"uri": URI, "languageId": "python", "version": 1, "text": "import os\n"}},
+    )
     assert "result" in client.initialize(None, {"enabled": False})
     assert client.stats()["openDocuments"] == 0  # the early didOpen was ignored
     assert client.process.stdin is not None

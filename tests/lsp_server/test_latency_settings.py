@@ -57,7 +57,7 @@ def test_start_up_tuning_measures_threads_and_pass_costs():
     import torch
 
     from lookahead_lsp.decoder.forward import COST_SIZES
-    from lookahead_lsp.decoder.model import LoadedModel
+    from lookahead_lsp.decoder.runtime.model import LoadedModel
     from lookahead_lsp.lsp_server.model_host import tune
     from tests.tiny_model import make_tiny_qwen2
 

@@ -17,7 +17,7 @@ from lookahead_lsp.lsp_server import memory
 
 CHILD = """
 import ctypes, sys, torch
-from lookahead_lsp.decoder.cpu_linear import OneDnnLinear
+from lookahead_lsp.decoder.runtime.cpu_linear import OneDnnLinear
 from lookahead_lsp.lsp_server import memory
 if sys.argv[1] != "default":
     memory.bound_kernel_caches(int(sys.argv[1]))
@@ -70,7 +70,13 @@ def test_serve_bounds_the_caches_before_it_serves() -> None:
         "import os, sys\nfrom lookahead_lsp.lsp_server.cli import main\nmain(['serve'])\n"
         "print([os.environ.get(name) for name in sys.argv[1:]], file=sys.stderr)"
     )
-    out = subprocess.run([sys.executable, "-c", code, *memory.KERNEL_CACHE_VARIABLES], env=env,
-                         stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-c", code, *memory.KERNEL_CACHE_VARIABLES],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     expected = str(memory.KERNEL_CACHE_ENTRIES)
     assert out.stderr.strip().splitlines()[-1] == str([expected, expected]), out.stderr

@@ -1,4 +1,4 @@
-"""A Qwen2 model's matrix products on its GGUF's own 4-bit planes (:mod:`decoder.packed_linear`).
+"""runtime: a Qwen2 model's matrix products on its GGUF's own 4-bit planes (:mod:`decoder.runtime.packed_linear`).
 
 A batch-1 pass on a CPU is bound by the bytes of weights it reads: the embedded model's float32 copy is about
 2 GB a pass, its GGUF about 0.46 GB. :func:`pack_gguf` turns every GGUF weight of a qwen2 model into the
@@ -32,64 +32,26 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
-from lookahead_lsp.decoder.gguf_blocks import GROUP, AffineGroups, read_affine
-from lookahead_lsp.decoder.packed_linear import (
+from lookahead_lsp.decoder.kernels.woq_layout import groups_from_state, woq_state
+from lookahead_lsp.decoder.kernels.woq_native import WoqKernel, native_kernel
+from lookahead_lsp.decoder.runtime.packed_linear import (
     PackedEmbedding,
     PackedLinear,
     int4_kernel_works,
     requantize,
     split_planes,
 )
-from lookahead_lsp.decoder.woq_linear import WoqLinear, groups_from_state, woq_state
-from lookahead_lsp.decoder.woq_native import WoqKernel, native_kernel
+from lookahead_lsp.decoder.runtime.woq_layer import WoqLinear
+from lookahead_lsp.decoder.weights.gguf_blocks import GROUP, AffineGroups, read_affine
+from lookahead_lsp.decoder.weights.gguf_names import module_name
 
 logger = logging.getLogger(__name__)
 
 CACHE_FORMAT = "packed-v3"  # bump when the packed state's keys or meaning change
 
-_LAYER_NAMES = {
-    "attn_q": "self_attn.q_proj",
-    "attn_k": "self_attn.k_proj",
-    "attn_v": "self_attn.v_proj",
-    "attn_output": "self_attn.o_proj",
-    "ffn_gate": "mlp.gate_proj",
-    "ffn_up": "mlp.up_proj",
-    "ffn_down": "mlp.down_proj",
-}
-
 State = dict[str, torch.Tensor]
 """Flat packed tensors: ``<module>.woq.<part>`` (decoder/woq_linear.py's :func:`woq_state`), ``<module>.dense``,
 ``<module>.codes``/``.scale``/``.offset`` (an embedding)."""
-
-
-def module_name(gguf_name: str) -> str | None:
-    """The transformers module of a GGUF weight (``blk.3.attn_q.weight`` -> ``model.layers.3.self_attn.q_proj``)."""
-    if gguf_name == "token_embd.weight":
-        return "model.embed_tokens"
-    if gguf_name == "output.weight":
-        return "lm_head"
-    parts = gguf_name.split(".")
-    if len(parts) == 4 and parts[0] == "blk" and parts[3] == "weight" and parts[2] in _LAYER_NAMES:
-        return f"model.layers.{parts[1]}.{_LAYER_NAMES[parts[2]]}"
-    return None
-
-
-_NORM_NAMES = {"attn_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm"}
-
-
-def tensor_name(gguf_name: str) -> str | None:
-    """The transformers tensor of any qwen2 GGUF tensor: weights, biases and norms
-    (``blk.3.attn_q.bias`` -> ``model.layers.3.self_attn.q_proj.bias``); None for one it does not know."""
-    if gguf_name == "output_norm.weight":
-        return "model.norm.weight"
-    stem, _, kind = gguf_name.rpartition(".")
-    module = module_name(f"{stem}.weight") if kind in ("weight", "bias") else None
-    if module is not None:
-        return f"{module}.{kind}"
-    parts = gguf_name.split(".")
-    if len(parts) == 4 and parts[0] == "blk" and parts[3] == "weight" and parts[2] in _NORM_NAMES:
-        return f"model.layers.{parts[1]}.{_NORM_NAMES[parts[2]]}.weight"
-    return None
 
 
 class DenseLinear(torch.nn.Module):

@@ -1,4 +1,4 @@
-"""Linear layers through oneDNN on a CPU: the matrix products of a decoding pass at a fraction of MKL's cost.
+"""runtime: linear layers through oneDNN on a CPU: the matrix products of a decoding pass at a fraction of MKL's cost.
 
 PyTorch sends a float32 ``nn.Linear`` on a CPU to MKL's GEMM. For the few rows of a decoding pass (1 to 32
 tokens) that path is slow on this project's reference CPU (a 2-core AMD EPYC with AVX-512): with the embedded

@@ -1,4 +1,4 @@
-"""Attention for multi-token passes with a custom mask, without copying the KV cache per head.
+"""runtime: attention for multi-token passes with a custom mask, without copying the KV cache per head.
 
 transformers' "sdpa" attention handles grouped-query attention (GQA: several query heads share one key/value
 head) in two ways on a CPU: a one-token pass folds the query heads of a group into one head ("pack_gqa"), but a
@@ -20,7 +20,7 @@ from transformers import AttentionInterface
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMaskInterface
 
-from lookahead_lsp.decoder.row_attention import KeyPlan, RowPlan, native_row_attention, row_attention
+from lookahead_lsp.decoder.runtime.row_attention import KeyPlan, RowPlan, native_row_attention, row_attention
 
 NAME = "lookahead_sdpa"
 

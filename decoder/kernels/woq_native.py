@@ -1,4 +1,4 @@
-"""The native CPU kernels, built once per machine and loaded with ctypes: the weight-only-quantized matrix
+"""kernels: the native CPU kernels, built once per machine and loaded with ctypes: the weight-only-quantized matrix
 product (decoder/woq_kernel.cpp) and the decoding passes' row attention (decoder/row_kernel.cpp).
 
 The library is compiled on first use with the machine's C++ compiler for one instruction-set level
@@ -30,16 +30,25 @@ from pathlib import Path
 
 import torch
 
-from lookahead_lsp.decoder.embedded import cache_root
-from lookahead_lsp.decoder.gguf_blocks import AffineGroups
-from lookahead_lsp.decoder.isa import LEVELS, chosen_level
-from lookahead_lsp.decoder.woq_linear import LAYOUTS, WoqJob, WoqProduct, WoqWeight, fill_job, woq_state
+from lookahead_lsp.decoder.kernels.isa import LEVELS, chosen_level
+from lookahead_lsp.decoder.kernels.woq_layout import LAYOUTS, WoqJob, WoqProduct, WoqWeight, fill_job, woq_state
+from lookahead_lsp.decoder.weights.cache import cache_root
+from lookahead_lsp.decoder.weights.gguf_blocks import AffineGroups
 
 logger = logging.getLogger(__name__)
 
 SOURCES = ("woq_kernel.cpp", "row_kernel.cpp", "layer_kernel.cpp")  # matrix products, attention, per-row steps
 HEADERS = ("native_math.h",)  # included by the sources: part of the build's key, never compiled alone
-FLAGS = ("-O3", "-mtune=native", "-fopenmp", "-shared", "-fPIC", "-std=c++17", "-ffp-contract=off", "-fno-trapping-math")
+FLAGS = (
+    "-O3",
+    "-mtune=native",
+    "-fopenmp",
+    "-shared",
+    "-fPIC",
+    "-std=c++17",
+    "-ffp-contract=off",
+    "-fno-trapping-math",
+)
 OFF_ENV = "LOOKAHEAD_LSP_NATIVE"
 
 
@@ -188,7 +197,7 @@ def build(root: Path, cxx: str, level: str) -> Path:
     """The kernel library for ``level`` (one of :data:`LEVELS`) under ``root``, compiled now unless already there
     (written to a temporary name and renamed: never half a library). RuntimeError with the compiler's message
     on failure."""
-    package = resources.files("lookahead_lsp.decoder")
+    package = resources.files("lookahead_lsp.decoder.kernels")
     sources = {name: package.joinpath(name).read_bytes() for name in SOURCES + HEADERS}
     flags = FLAGS + LEVELS[level].flags
     key = hashlib.sha256(

@@ -1,4 +1,4 @@
-"""A decoding pass of a Qwen2 model on the native kernels, the layer loop written out.
+"""runtime: a decoding pass of a Qwen2 model on the native kernels, the layer loop written out.
 
 Through transformers' module tree a one-token pass of the 0.5B model spends about 10 ms in Python on a
 2-core CPU (module calls, hooks, masks, rotary and norm ops, seven matrix calls a layer): a quarter of the
@@ -25,9 +25,10 @@ from typing import Any
 import torch
 from transformers import DynamicCache
 
-from lookahead_lsp.decoder.row_attention import KeyPlan
-from lookahead_lsp.decoder.woq_linear import WoqLinear, WoqProduct
-from lookahead_lsp.decoder.woq_native import WoqKernel
+from lookahead_lsp.decoder.kernels.woq_layout import WoqProduct
+from lookahead_lsp.decoder.kernels.woq_native import WoqKernel
+from lookahead_lsp.decoder.runtime.row_attention import KeyPlan
+from lookahead_lsp.decoder.runtime.woq_layer import WoqLinear
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""A GGUF's block-quantized weights as integer codes with group-wise affine scales (no float copy).
+"""weights: a GGUF's block-quantized weights as integer codes with group-wise affine scales (no float copy).
 
 llama.cpp stores most weight matrices in blocks of 32 (or super-blocks of 256 with 32-element sub-blocks) where
 every weight is ``scale * code + offset`` with a small unsigned integer ``code`` and one ``scale`` and
