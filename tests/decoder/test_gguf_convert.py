@@ -11,7 +11,7 @@ from gguf import GGMLQuantizationType, GGUFWriter
 from gguf.quants import dequantize, quantize
 from safetensors.torch import load_file
 
-from lookahead_lsp.decoder import gguf_convert
+from lookahead_lsp.decoder.weights import gguf_convert
 from lookahead_lsp.decoder.weights.gguf_convert import write_weights
 from tests.decoder.test_packed import random_blocks
 
