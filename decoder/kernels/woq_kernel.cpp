@@ -199,6 +199,8 @@ static inline __m256i group_dot(const Codes<LAYOUT>& w, const int8_t* q, int32_t
 #endif
 }
 
+typedef __m256i I8;  // eight int32 dots, one per weight row of a tile
+
 struct F8 {
     __m256 v;
 };
@@ -368,7 +370,7 @@ static inline void small_dots(const uint8_t* c, const int8_t* const* q, int k0, 
 
 // each row's exact integer dots of the tile-group's codes with its 32 activations (as group_dot)
 template <int LAYOUT, int MT>
-static inline void group_dots(const uint8_t* c, const int8_t* const* q, const int32_t* qsum, __m256i* dot) {
+static inline void group_dots(const uint8_t* c, const int8_t* const* q, const int32_t* qsum, I8* dot) {
     if (LAYOUT == NIBBLES) {
         small_dots<LAYOUT, MT>(c, q, 0, 8, dot, false);
     } else if (LAYOUT == NIBBLES_HIGH_BIT) {
@@ -388,35 +390,16 @@ static inline void group_dots(const uint8_t* c, const int8_t* const* q, const in
     }
 }
 
-// tile t of the weight against rows m0 .. m0 + MT - 1 of the pass
-template <int LAYOUT, int MT>
-static void block(const Tiled& w, int64_t t, const Activations& a, int64_t m0) {
-    const int64_t G = w.groups, head = scale_bytes(w.mode);
-    F8 acc[MT];
-    for (int m = 0; m < MT; m++) acc[m] = f_zero();
-    for (int64_t g = 0; g < G; g++) {
-        const uint8_t* p = w.data + (t * G + g) * w.block;
-        // rows of a few hundred bytes are too short for the hardware's stream prefetchers to ramp up
-        for (int64_t ahead = 0; ahead < w.block; ahead += 64)
-            _mm_prefetch((const char*)(p + 4 * w.block + ahead), _MM_HINT_T0);
-        const int8_t* q[MT];
-        int32_t qsum[MT];
-        for (int m = 0; m < MT; m++) {
-            q[m] = &a.q[((m0 + m) * G + g) * GROUP];
-            qsum[m] = a.qsum[(m0 + m) * G + g];
-        }
-        __m256i dot[MT];
-        group_dots<LAYOUT, MT>(p + head, q, qsum, dot);
-        F8 s, o;
-        scales8(w.mode, w.zero, p, &s, &o);
-        for (int m = 0; m < MT; m++) {
-            const int64_t at = (m0 + m) * G + g;
-            acc[m] = f_step(acc[m], dot[m], s, a.d[at], o, a.xo[at]);
-        }
-    }
-    store_block<MT>(w, t, acc, m0);
-}
 #else
+// each row's exact integer dots of the tile-group's codes: decoded once, then one group_dot per row
+template <int LAYOUT, int MT>
+static inline void group_dots(const uint8_t* c, const int8_t* const* q, const int32_t* qsum, I8* dot) {
+    Codes<LAYOUT> codes;
+    decode<LAYOUT>(c, &codes);
+    for (int m = 0; m < MT; m++) dot[m] = group_dot<LAYOUT>(codes, q[m], qsum[m]);
+}
+#endif
+
 // tile t of the weight against rows m0 .. m0 + MT - 1 of the pass
 template <int LAYOUT, int MT>
 static void block(const Tiled& w, int64_t t, const Activations& a, int64_t m0) {
@@ -430,18 +413,23 @@ static void block(const Tiled& w, int64_t t, const Activations& a, int64_t m0) {
         for (int64_t ahead = 0; ahead < w.block; ahead += 64)
             _mm_prefetch((const char*)(p + 4 * w.block + ahead), _MM_HINT_T0);
 #endif
+        const int8_t* q[MT];
+        int32_t qsum[MT];
+        for (int m = 0; m < MT; m++) {
+            q[m] = &a.q[((m0 + m) * G + g) * GROUP];
+            qsum[m] = a.qsum[(m0 + m) * G + g];
+        }
+        I8 dot[MT];
+        group_dots<LAYOUT, MT>(p + head, q, qsum, dot);
         F8 s, o;
         scales8(w.mode, w.zero, p, &s, &o);
-        Codes<LAYOUT> codes;
-        decode<LAYOUT>(p + head, &codes);
         for (int m = 0; m < MT; m++) {
             const int64_t at = (m0 + m) * G + g;
-            acc[m] = f_step(acc[m], group_dot<LAYOUT>(codes, &a.q[at * GROUP], a.qsum[at]), s, a.d[at], o, a.xo[at]);
+            acc[m] = f_step(acc[m], dot[m], s, a.d[at], o, a.xo[at]);
         }
     }
     store_block<MT>(w, t, acc, m0);
 }
-#endif
 
 #if WOQ_SIMD && WOQ_VNNI == 2
 static const int ROW_TILE = 8;  // rows of the pass a decoded tile serves from registers

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 from transformers import DynamicCache
 
+from lookahead_lsp.decoder.forward import cache_argument
 from lookahead_lsp.decoder.runtime.cpu_linear import OneDnnLinear, use_onednn_linear
 from lookahead_lsp.decoder.runtime.model import transpose_linear_weights
 from tests.decoder.test_row_attention import tree_visibility
@@ -19,12 +20,12 @@ def _tree_pass(model: torch.nn.Module, prompt: list[int], tokens: list[int], par
     mask[0, 0, :, past:].masked_fill_(~allowed, torch.finfo(torch.float64).min)
     cache = DynamicCache()
     with torch.inference_mode():
-        model(input_ids=torch.tensor([prompt]), past_key_values=cache)
+        model(input_ids=torch.tensor([prompt]), **{cache_argument(type(model)): cache})
         return model(
             input_ids=torch.tensor([tokens]),
             position_ids=torch.tensor([[past + d for d in depth]]),
             attention_mask=mask,
-            past_key_values=cache,
+            **{cache_argument(type(model)): cache},
         ).logits[0]
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from lookahead_lsp.decoder.forward import cache_argument
 from lookahead_lsp.decoder.runtime.model import (
     LoadedModel,
     ModelLoadError,
@@ -129,7 +130,7 @@ def _tree_mask(prefix: int, allowed: list[list[int]], dtype: torch.dtype) -> tor
 
 
 def test_hf_dir_spec_accepts_a_tree_mask_over_a_kv_cache(tmp_path: Path) -> None:
-    """The loaded model's attention takes a 4-D float mask with past_key_values like sequential decoding."""
+    """The loaded model's attention takes a 4-D float mask with a KV cache like sequential decoding."""
     from transformers import DynamicCache
 
     from tests.tiny_model import random_qwen2
@@ -146,18 +147,18 @@ def test_hf_dir_spec_accepts_a_tree_mask_over_a_kv_cache(tmp_path: Path) -> None
     def after_prompt(tokens: list[int]) -> torch.Tensor:
         cache = DynamicCache(config=model.config)
         with torch.inference_mode():
-            model(input_ids=prompt, past_key_values=cache)
-            return model(input_ids=torch.tensor([tokens]), past_key_values=cache).logits[0]
+            model(input_ids=prompt, **{cache_argument(type(model)): cache})
+            return model(input_ids=torch.tensor([tokens]), **{cache_argument(type(model)): cache}).logits[0]
 
     branch_a, branch_b = after_prompt([70, 71]), after_prompt([70, 72])
     cache = DynamicCache(config=model.config)
     with torch.inference_mode():
-        model(input_ids=prompt, past_key_values=cache)
+        model(input_ids=prompt, **{cache_argument(type(model)): cache})
         tree = model(  # 70, then 71 and 72 as siblings after it
             input_ids=torch.tensor([[70, 71, 72]]),
             position_ids=torch.tensor([[prefix, prefix + 1, prefix + 1]]),
             attention_mask=_tree_mask(prefix, [[0], [0, 1], [0, 2]], torch.float64),
-            past_key_values=cache,
+            **{cache_argument(type(model)): cache},
         ).logits[0]
     torch.testing.assert_close(tree[:2], branch_a)
     torch.testing.assert_close(tree[2], branch_b[1])
