@@ -108,7 +108,10 @@ class LlamaServer:
 
     ``extra_args`` go on its command line after ours (e.g. ``--spec-type ngram-simple``). One thread by
     default: on a small shared machine ggml's spinning thread barrier makes two threads many times slower
-    than one as soon as another process takes a core (measured here: 0.3 vs 22 tokens/s).
+    than one as soon as another process takes a core (measured here: 0.3 vs 22 tokens/s). ``follow_level``:
+    where ``$LOOKAHEAD_LSP_NATIVE_ISA`` forces a level, run the engine on that level's ggml backend (a peer
+    measured beside our kernel); False: its own best backend (an engine the tests talk to, whose speed is not
+    what they measure: on its x86-64 baseline backend a 47-token prompt takes it 19 s).
     """
 
     def __init__(
@@ -118,8 +121,10 @@ class LlamaServer:
         port: int | None = None,
         threads: int = 1,
         extra_args: Sequence[str] = (),
+        follow_level: bool = True,
     ) -> None:
         self.gguf = gguf
+        self.follow_level = follow_level
         self.log_path = log_path
         self.port = port or free_port()
         self.threads = threads
@@ -137,7 +142,8 @@ class LlamaServer:
         no ``finally`` runs); KILL, because a server still loading its model answers TERM only once loaded."""
         threads = str(self.threads)
         setpriv = shutil.which("setpriv")
-        pinned = pinned_binary(LLAMA_SERVER)  # where a level is forced: a binary that sees only its backend
+        # where a level is forced: a binary that sees only its backend
+        pinned = pinned_binary(LLAMA_SERVER) if self.follow_level else None
         engine = [str(LLAMA_SERVER)]
         if pinned is not None:
             engine = ["env", f"LD_LIBRARY_PATH={library_path(LLAMA_SERVER) or ''}", str(pinned[0])]

@@ -286,9 +286,16 @@ def native_enabled() -> bool:
 
 
 @functools.cache
+def built_kernel() -> WoqKernel | None:
+    """The kernel for this machine (its chosen level), built on first use (once a process), whether or not
+    ``$LOOKAHEAD_LSP_NATIVE`` turns its use off (the kernel's own tests); None where it cannot be had."""
+    return load_kernel(cache_root(), compiler())
+
+
+@functools.cache
 def native_kernel() -> WoqKernel | None:
-    """The native kernel for this machine, built on first use (once a process); None where it cannot be had."""
+    """The native kernel the decoders use: :func:`built_kernel`, None where it cannot be had or is turned off."""
     if not native_enabled():
         logger.info("native kernel off (%s)", OFF_ENV)
         return None
-    return load_kernel(cache_root(), compiler())
+    return built_kernel()

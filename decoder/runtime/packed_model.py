@@ -192,11 +192,14 @@ def gguf_linear(
     return DenseLinear(torch.from_numpy(groups.dequantize()).to(torch.bfloat16), bias), "bf16"
 
 
-def use_packed(model: torch.nn.Module, state: State, *, native: bool = True) -> dict[str, int]:
+def use_packed(
+    model: torch.nn.Module, state: State, *, native: bool = True, kernel: WoqKernel | None = None
+) -> dict[str, int]:
     """Put the packed modules of ``state`` into ``model`` in place of its linears and input embedding, on the
     native kernel where it runs (and ``native``), else on ATen's int4 kernel; returns how many of each kind.
+    ``kernel``: this native kernel instead (tests: the built one even where ``$LOOKAHEAD_LSP_NATIVE`` is off).
     The float weights they replace are freed."""
-    kernel = native_kernel() if native else None
+    kernel = kernel or (native_kernel() if native else None)
     counts = {"native": 0, "int4": 0, "bf16": 0, "embedding": 0}
     modules = dict(model.named_modules())
     for name, module in modules.items():
@@ -221,7 +224,7 @@ def use_packed(model: torch.nn.Module, state: State, *, native: bool = True) -> 
 
 
 def packed_skeleton(
-    config: Any, state: State, attn_implementation: str, *, native: bool = True
+    config: Any, state: State, attn_implementation: str, *, native: bool = True, kernel: WoqKernel | None = None
 ) -> tuple[torch.nn.Module, dict[str, int]]:
     """A float32 model of ``config`` built on the meta device with the packed modules of ``state`` put in:
     no float copy of its matrices is ever allocated (for the 1.5B model that copy would be 6 GB). Its other
@@ -230,7 +233,7 @@ def packed_skeleton(
 
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(config, dtype=torch.float32, attn_implementation=attn_implementation)
-    return model, use_packed(model, state, native=native)
+    return model, use_packed(model, state, native=native, kernel=kernel)
 
 
 def fill_from_checkpoint(model: torch.nn.Module, checkpoint: Any) -> int:

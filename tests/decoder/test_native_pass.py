@@ -12,7 +12,7 @@ from transformers.models.qwen2.modeling_qwen2 import Qwen2RMSNorm, apply_rotary_
 
 from lookahead_lsp.decoder.forward import forward, prefill
 from lookahead_lsp.decoder.kernels.woq_layout import WoqProduct, woq_state
-from lookahead_lsp.decoder.kernels.woq_native import WoqKernel, native_kernel
+from lookahead_lsp.decoder.kernels.woq_native import WoqKernel, built_kernel
 from lookahead_lsp.decoder.kv import PrefixKV
 from lookahead_lsp.decoder.runtime.native_pass import _PASSES, native_pass, qualifies
 from lookahead_lsp.decoder.runtime.packed_model import pack_gguf, use_packed
@@ -24,7 +24,7 @@ from tests.tiny_model import make_tiny_qwen2
 
 @pytest.fixture(scope="module")
 def kernel() -> WoqKernel:
-    built = native_kernel()
+    built = built_kernel()  # tested whether or not $LOOKAHEAD_LSP_NATIVE turns the decoders' use off
     assert built is not None  # the machines this project is tested on have g++
     return built
 
@@ -34,7 +34,7 @@ def packed(kernel: WoqKernel, tmp_path_factory: pytest.TempPathFactory) -> torch
     gguf = tmp_path_factory.mktemp("gguf") / "tiny.gguf"
     write_tiny_gguf(make_tiny_qwen2(vocab_size=512, seed=1, dtype=torch.float32), gguf)
     model = make_tiny_qwen2(vocab_size=512, seed=1, dtype=torch.float32)
-    use_packed(model, pack_gguf(gguf), native=True)
+    use_packed(model, pack_gguf(gguf), kernel=kernel)
     return model
 
 

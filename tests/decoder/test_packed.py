@@ -13,7 +13,7 @@ from gguf import GGMLQuantizationType, GGUFReader, GGUFWriter
 from gguf.quants import dequantize, quantize
 
 from lookahead_lsp.decoder.greedy import GreedyDecoder
-from lookahead_lsp.decoder.kernels.woq_native import native_kernel
+from lookahead_lsp.decoder.kernels.woq_native import built_kernel, native_enabled, native_kernel
 from lookahead_lsp.decoder.lookahead import LookaheadConfig, LookaheadDecoder
 from lookahead_lsp.decoder.policy import GPU_COST, CostModel
 from lookahead_lsp.decoder.runtime.model import ModelLoadError, prepare_for_inference, use_gguf_weights
@@ -157,8 +157,9 @@ KERNELS = ["native", "int4"]
 """the native kernel (decoder/woq_kernel.cpp, built here: this machine has a compiler) and ATen's int4 planes"""
 
 
-def test_the_native_kernel_is_built_here() -> None:
-    assert native_kernel() is not None  # the machines this project is tested on have g++: the default path
+def test_the_native_kernel_is_built_here_and_used_unless_turned_off() -> None:
+    assert built_kernel() is not None  # the machines this project is tested on have g++
+    assert (native_kernel() is not None) == native_enabled()  # the default path, unless $LOOKAHEAD_LSP_NATIVE=0
 
 
 def expected_counts(kernel: str) -> dict[str, int]:
@@ -173,7 +174,8 @@ def packed(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
     source = make_tiny_qwen2(vocab_size=512, seed=1, dtype=torch.float32)
     write_tiny_gguf(source, gguf)
     model = make_tiny_qwen2(vocab_size=512, seed=1, dtype=torch.float32)
-    counts = use_packed(model, pack_gguf(gguf), native=request.param == "native")
+    native = request.param == "native"  # the built kernel even where $LOOKAHEAD_LSP_NATIVE=0 turns the default off
+    counts = use_packed(model, pack_gguf(gguf), native=native, kernel=built_kernel() if native else None)
     assert counts == expected_counts(request.param)
     return model, dequantized_copy(source, gguf), gguf, request.param
 
@@ -244,7 +246,10 @@ def test_a_packed_model_built_on_the_meta_device_equals_one_packed_after_loading
     model, _, gguf, kernel = packed
     source = make_tiny_qwen2(vocab_size=512, seed=1, dtype=torch.float32)
     checkpoint = save_checkpoint(source, tmp_path / "model.safetensors")
-    built, counts = packed_skeleton(source.config, pack_gguf(gguf), "sdpa", native=kernel == "native")
+    native = kernel == "native"
+    built, counts = packed_skeleton(
+        source.config, pack_gguf(gguf), "sdpa", native=native, kernel=built_kernel() if native else None
+    )
     with safe_open(str(checkpoint), framework="pt") as opened:
         read = fill_from_checkpoint(built, opened)
         dense = layer_weights(built, torch.bfloat16, opened)
@@ -326,7 +331,7 @@ def test_a_q6_k_matrix_runs_on_either_kernel(kernel: str, tmp_path: Path) -> Non
     state = pack_gguf(tmp_path / "q6.gguf")
     assert int(state["model.layers.0.mlp.down_proj.woq.layout"]) == 8  # 8-bit groups, no dense matrix
     parts = {k.rsplit(".", 1)[1]: v for k, v in state.items() if k.startswith("model.layers.0.mlp.down_proj.woq.")}
-    layer, kind = gguf_linear(parts, None, native_kernel() if kernel == "native" else None)
+    layer, kind = gguf_linear(parts, None, built_kernel() if kernel == "native" else None)
     assert kind == kernel
     weight = torch.from_numpy(dequantize(raw, GGMLQuantizationType.Q6_K).reshape(rows, cols)).double()
     read_back = layer(torch.eye(cols)).t().double()  # one-hot rows: int8 activations hold them exactly

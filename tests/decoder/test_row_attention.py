@@ -7,7 +7,7 @@ import random
 import pytest
 import torch
 
-from lookahead_lsp.decoder.kernels.woq_native import WoqKernel, native_kernel
+from lookahead_lsp.decoder.kernels.woq_native import WoqKernel, built_kernel
 from lookahead_lsp.decoder.runtime.row_attention import (
     BLOCK,
     native_row_attention,
@@ -25,7 +25,7 @@ def attend(kind: str, query: torch.Tensor, keys: torch.Tensor, values: torch.Ten
     """One pass's attention through either implementation."""
     if kind == "flash":
         return row_attention(query, keys, values, plan_rows(past, positions, visible), scale)
-    kernel = native_kernel()
+    kernel = built_kernel()
     assert kernel is not None
     return native_row_attention(query, keys, values, plan_keys(kernel, past, positions, visible), scale)
 
@@ -124,7 +124,7 @@ def test_every_level_attends_with_the_same_bits_as_the_scalar_build(levels: dict
 
 
 def test_the_native_kernel_refuses_heads_it_cannot_take() -> None:
-    kernel = native_kernel()
+    kernel = built_kernel()
     assert kernel is not None
     keys = torch.randn(2, 4, 24)  # a head 24 wide: not a multiple of 16
     with pytest.raises(ValueError, match="sixteens"):
