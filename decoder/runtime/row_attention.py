@@ -16,9 +16,10 @@ draft tokens, or deep in a tree branch. For a row at position ``p`` with ``s = p
   ``p`` masked;
 - the two merged through their log-sum-exp, element by element.
 
-Each part is one call of ATen's CPU flash-attention kernel with each row's query heads padded to a multiple of
-:data:`ROW_SLOTS`, so that the kernel's blocks of 32 or 64 query rows always hold whole rows: then a row's
-result does not depend on which other rows share the call (checked against one-row calls in the tests).
+Each part is one call of ATen's CPU flash-attention kernel with one batch entry per row and each row's query
+heads padded to a multiple of :data:`ROW_SLOTS`: every matrix product in the kernel then has the same shape for
+a row whatever the pass, so its result does not depend on which other rows share the call, whichever BLAS code
+path the CPU takes (checked against one-row calls in the tests, at every instruction-set level).
 Greedy's one-token pass goes through the same function, so both decoders do the same arithmetic per row.
 
 :func:`plan_rows` works out the positions and indices once per pass (token positions only); the model's
@@ -158,14 +159,18 @@ def row_attention(
         out_a = torch.zeros_like(out)
         lse_a = torch.full_like(lse, float("-inf"))
         for part in plan.a_parts:
-            q_a = q.index_select(1, part.rows).reshape(1, kv_heads, len(part.rows) * slots, dim)
+            # one batch entry per row, as in part B: the kernel's products then have the same shape for a row
+            # whatever the pass (BLAS libraries pick their code by shape: MKL's AVX2 path on Intel CPUs rounds a
+            # row differently when more rows share the product)
+            q_a = q.index_select(1, part.rows).transpose(0, 1).contiguous()
             if part.index is None:
                 k_a, v_a = key[:, :, : part.length], value[:, :, : part.length]
             else:
                 k_a, v_a = key.index_select(2, part.index), value.index_select(2, part.index)
-            o, part_lse = _flash(q_a, k_a, v_a, 0.0, False, scale=scaling)
-            out_a[part.rows] = o.reshape(kv_heads, len(part.rows), slots, dim).transpose(0, 1)
-            lse_a[part.rows] = part_lse.reshape(kv_heads, len(part.rows), slots).transpose(0, 1)
+            shape = (len(part.rows), *k_a.shape[1:])
+            o, part_lse = _flash(q_a, k_a.expand(shape), v_a.expand(shape), 0.0, False, scale=scaling)
+            out_a[part.rows] = o
+            lse_a[part.rows] = part_lse
         weight_a, weight_b = _merge_weights(lse_a, lse)
         out = out_a * weight_a + out * weight_b
     # (rows, kv_heads, slots, dim) -> (1, rows, heads, dim), head = kv_head * groups + g
