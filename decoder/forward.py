@@ -186,5 +186,6 @@ def measure_cost(model: torch.nn.Module, sizes: Sequence[int] = COST_SIZES, repe
     policy, pulled towards the device's default table (:meth:`CostModel.blended`: one timing is noisy)."""
     kv = PrefixKV()
     forward(model, kv, list(range(10, 26)), last_only=True)
-    measured = CostModel.measure(lambda n: masked_pass(model, kv, n), sizes, repeats)
-    return measured.blended(CostModel.for_device(next(model.parameters()).device.type, is_packed(model)))
+    device = next(model.parameters()).device.type
+    measured = CostModel.measure(lambda n: masked_pass(model, kv, n), sizes, repeats, warm_each=device != "cpu")
+    return measured.blended(CostModel.for_device(device, is_packed(model)))

@@ -183,8 +183,10 @@ class CostModel:
         return CostModel(points, one_token_seconds=self.one_token_seconds)
 
     @classmethod
-    def measure(cls, run_pass, sizes: Sequence[int], repeats: int = 1) -> CostModel:
-        """Time ``run_pass(n)`` (one forward pass of n tokens) for each size, the best of ``repeats``.
+    def measure(cls, run_pass, sizes: Sequence[int], repeats: int = 1, warm_each: bool = False) -> CostModel:
+        """Time ``run_pass(n)`` (one forward pass of n tokens) for each size, the best of ``repeats``;
+        ``warm_each``: each size runs once untimed first (an accelerator's first pass of a new shape picks and
+        loads its kernels: on an H100 that made passes of 2 to 8 tokens look 5x dearer than one).
 
         The one-token time seeds the live base (:meth:`observe`): a decoder whose start-up table makes small
         passes look nearly free verifies something at every step and never runs a one-token pass, and without a
@@ -192,6 +194,8 @@ class CostModel:
         run_pass(1)  # warm-up
         times = []
         for n in sizes:
+            if warm_each:
+                run_pass(n)
             best = float("inf")
             for _ in range(repeats):
                 t0 = time.perf_counter()
