@@ -83,20 +83,25 @@ _BENCH_HEADERS = (
 )
 
 
-def _bench_rows(summaries: Sequence[Summary]) -> list[list[Any]]:
+def bench_rows(summaries: Sequence[Summary]) -> list[list[Any]]:
+    """The bench table's rows, one per configuration (its columns are ``_BENCH_HEADERS``)."""
+
+    def ratio(s: Summary, value: float) -> str:  # a configuration that produced no token has no speedup
+        return f"{value:.2f}x" if s.new_tokens else "no output"
+
     return [
         [
             s.config,
             s.holes,
             s.tokens_per_s,
-            f"{s.speedup:.2f}x",
+            ratio(s, s.speedup),
             s.passes_per_token,
             s.mean_accepted,
             round(s.prefill_ms),
-            f"{s.prefill_speedup:.2f}x",
+            ratio(s, s.prefill_speedup),
             round(s.decode_ms),
             round(s.completion_ms),
-            f"{s.completion_speedup:.2f}x",
+            ratio(s, s.completion_speedup),
             f"{s.identical}/{s.holes}",
         ]
         for s in summaries
@@ -106,9 +111,9 @@ def _bench_rows(summaries: Sequence[Summary]) -> list[list[Any]]:
 def peer_lines(summaries: Sequence[Summary], ours: str = "lookahead") -> list[str]:
     """Ours beside llama.cpp's configurations (the ``llama-server*`` rows): its fastest by decode tokens/s in
     this run, and our greedy against its plain decoding, ``ours`` against the fastest, prefill and whole
-    completion against the plain one (the same prompt for both). Empty where no peer ran."""
-    rows = {s.config: s for s in summaries}
-    peers = [s for s in summaries if s.config.startswith("llama-server")]
+    completion against the plain one (the same prompt for both). Empty where no peer ran or decoded anything."""
+    rows = {s.config: s for s in summaries if s.tokens_per_s > 0}
+    peers = [s for s in rows.values() if s.config.startswith("llama-server")]
     greedy, plain = rows.get("greedy"), rows.get("llama-server")
     if not peers or greedy is None:
         return []
@@ -135,7 +140,7 @@ def bench_markdown(result: BenchResult) -> str:
         summaries = summarize(result, workload)
         parts.append(f"### {workload or 'all workloads'}")
         parts.append("")
-        parts.append(markdown_table(_BENCH_HEADERS, _bench_rows(summaries)))
+        parts.append(markdown_table(_BENCH_HEADERS, bench_rows(summaries)))
         parts.append("")
         lines = peer_lines(summaries)
         parts.extend([*lines, ""] if lines else [])

@@ -362,6 +362,7 @@ class Summary:
     prefill_speedup: float = 0.0  # geometric mean over holes of greedy prefill time / this prefill time
     completion_ms: float = 0.0  # mean per hole: prefill + decode, the time to the whole completion
     completion_speedup: float = 0.0  # geometric mean over holes of greedy completion time / this one
+    new_tokens: int = 0  # over all holes: 0 marks a configuration that produced nothing (no speedup to show)
 
     def to_dict(self) -> dict[str, Any]:
         return {k: round(v, 3) if isinstance(v, float) else v for k, v in self.__dict__.items()}
@@ -394,6 +395,7 @@ def summarize(result: BenchResult, workload: str | None = None) -> list[Summary]
                 prefill_speedup=_paired_speedup(runs, greedy, attrgetter("prefill_ms")),
                 completion_ms=sum(_completion_ms(r.stats) for r in runs) / len(runs),
                 completion_speedup=_paired_speedup(runs, greedy, _completion_ms),
+                new_tokens=tokens,
             )
         )
     return summaries

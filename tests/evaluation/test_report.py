@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lookahead_lsp.evaluation.report import model_name, peer_lines
+from lookahead_lsp.evaluation.report import bench_rows, model_name, peer_lines
 from lookahead_lsp.evaluation.speed import Summary
 
 
@@ -36,3 +36,14 @@ def test_the_peer_is_its_fastest_configuration_by_tokens_per_second() -> None:
     assert "1.25x" in lines[1]  # 45 / 36
     assert "1.00x" in lines[2] and "2.00x" in lines[3] and "2.00x" in lines[4]  # 7200 / 3600
     assert peer_lines([row("greedy", 30.0, 1.0, 1.0, 1.0)]) == []  # no peer ran
+    assert peer_lines([row("greedy", 30.0, 1.0, 1.0, 1.0), row("llama-server", 0.0, 0.0, 1.0, 1.0)]) == []
+
+
+def test_a_configuration_that_produced_nothing_shows_no_speedup() -> None:
+    """A decoder that returned at once with no tokens (transformers' prompt lookup on one CUDA setup) took almost
+    no time: its time ratio is not a speedup."""
+    done = Summary("lookahead", 10, 40.0, 1.3, 0.6, 1.7, 300.0, 0.0, 10, 1.1, 900.0, 1.2, new_tokens=480)
+    empty = Summary("hf-pld", 10, 0.0, 413.0, 0.0, 0.0, 33.0, 0.0, 0, 6.9, 37.0, 52.0, new_tokens=0)
+    done_row, empty_row = bench_rows([done, empty])
+    assert done_row[3] == "1.30x" and done_row[7] == "1.10x" and done_row[10] == "1.20x"
+    assert empty_row[3] == empty_row[7] == empty_row[10] == "no output"
