@@ -63,11 +63,14 @@ int rope_rows(float* x, int64_t rows, int64_t heads, int64_t dim, int64_t row_st
 // gate_up (rows, 2 * inter), each row its gate then its up values: out (rows, inter) = silu(gate) * up with
 // silu(g) = g / (1 + exp(-g)).
 int swiglu_rows(const float* gate_up, int64_t rows, int64_t inter, float* out, int threads) {
+    const int64_t width = 256, pieces = (inter + width - 1) / width;  // a task: up to `width` columns of a row
 #pragma omp parallel for schedule(static) num_threads(threads) if (rows * inter >= 16384)
-    for (int64_t i = 0; i < rows * inter; i++) {
-        const int64_t j = i / inter, c = i % inter;
-        const float g = gate_up[j * 2 * inter + c], u = gate_up[j * 2 * inter + inter + c];
-        out[i] = g / (1.0f + exp_fixed(-g)) * u;
+    for (int64_t task = 0; task < rows * pieces; task++) {
+        const int64_t j = task / pieces, first = task % pieces * width, last = first + width < inter ? first + width : inter;
+        const float *gate = gate_up + j * 2 * inter, *up = gate + inter;
+        float* o = out + j * inter;
+#pragma omp simd
+        for (int64_t c = first; c < last; c++) o[c] = gate[c] / (1.0f + exp_fixed(-gate[c])) * up[c];
     }
     return 0;
 }

@@ -5,9 +5,10 @@
 // fixed sequence of operations over that key sequence, whatever the other rows of the pass and whichever thread
 // runs it: a greedy one-token pass and a lookahead row at the same position with the same keys compute the same
 // bits (lossless lookahead). The query heads that share a key head are one task (each key read once for them);
-// head sizes of 64 and 128 are compiled as constants, so a head's sum of values stays in registers. Plain C++
-// with explicit fused multiply-adds (built with -ffp-contract=off): the compiler may vectorize the elementwise
-// loops without changing any result.
+// head sizes of 64 and 128 are compiled as constants. C++ with explicit fused multiply-adds (built with
+// -ffp-contract=off); from AVX2 up the same operations are written out eight lanes at a time: eight keys' dot
+// products side by side with their tree of additions folded across the keys, a head's sum of values held in
+// registers, so every level computes the scalar build's bits.
 //
 // Built with decoder/woq_kernel.cpp into one library by decoder/woq_native.py.
 
@@ -21,6 +22,13 @@
 
 static const int LANES = 16;  // partial sums of a dot product
 static const int SUMS = 8;    // partial sums of a row's softmax weights
+
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#define ROW_SIMD 1
+#else
+#define ROW_SIMD 0
+#endif
 
 // q . k over dim (a multiple of LANES): LANES partial sums, then a fixed tree
 template <int D>
@@ -37,6 +45,108 @@ static inline float dot(const float* q, const float* k, int64_t dim) {
     return (h4[0] + h4[2]) + (h4[1] + h4[3]);
 }
 
+#if ROW_SIMD
+// The same sums as dot, eight keys at a time: their partial sums in registers, the tree folded across keys
+// (every addition of dot's tree, in its order, each lane one key's).
+
+// keys[0..3]: each key's 16 partial sums with q folded once (dot's h8: lanes l + lanes l + 8)
+template <int D>
+static inline void folded4(const float* q, const float* const* key, int64_t dim, __m256* h8) {
+    const int64_t n = D > 0 ? D : dim;
+    __m256 low[4], high[4];
+    for (int k = 0; k < 4; k++) low[k] = high[k] = _mm256_setzero_ps();
+    for (int64_t d = 0; d < n; d += LANES) {
+        const __m256 a = _mm256_loadu_ps(q + d), b = _mm256_loadu_ps(q + d + 8);
+        for (int k = 0; k < 4; k++) {
+            low[k] = _mm256_fmadd_ps(a, _mm256_loadu_ps(key[k] + d), low[k]);
+            high[k] = _mm256_fmadd_ps(b, _mm256_loadu_ps(key[k] + d + 8), high[k]);
+        }
+    }
+    for (int k = 0; k < 4; k++) h8[k] = _mm256_add_ps(low[k], high[k]);
+}
+
+// eight keys' dots from their h8: h4[l] = h8[l] + h8[l + 4], then (h4[0] + h4[2]) + (h4[1] + h4[3]), key k in lane k
+static inline __m256 tree8(const __m256* h8) {
+    __m256 h4[4];  // [h4 of key 2k | h4 of key 2k + 1]
+    for (int k = 0; k < 4; k++)
+        h4[k] = _mm256_add_ps(_mm256_permute2f128_ps(h8[2 * k], h8[2 * k + 1], 0x20),
+                              _mm256_permute2f128_ps(h8[2 * k], h8[2 * k + 1], 0x31));
+    __m256 pairs[2];  // per 128-bit half: h4[0] + h4[2], h4[1] + h4[3] of two keys
+    for (int k = 0; k < 2; k++)
+        pairs[k] = _mm256_add_ps(_mm256_shuffle_ps(h4[2 * k], h4[2 * k + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                                 _mm256_shuffle_ps(h4[2 * k], h4[2 * k + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    const __m256 sums = _mm256_add_ps(_mm256_shuffle_ps(pairs[0], pairs[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                      _mm256_shuffle_ps(pairs[0], pairs[1], _MM_SHUFFLE(3, 1, 3, 1)));
+    return _mm256_permutevar8x32_ps(sums, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));  // keys 0,2,4,6,1,3,5,7 -> 0..7
+}
+
+// out[0..8 * CH) = sum over the row's keys, in order, of w[i] * value_i[0..8 * CH) (each lane a chain of fmaf)
+template <int CH>
+static inline void weighted_values(const float* w, const float* vh, int64_t v_pos_stride, int64_t first,
+                                   const int64_t* mine, int64_t count, float* out) {
+    __m256 acc[CH];
+    for (int c = 0; c < CH; c++) acc[c] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < count; i++) {
+        const float* vv = vh + (i < first ? i : mine[i - first]) * v_pos_stride;
+        const __m256 wi = _mm256_set1_ps(w[i]);
+        for (int c = 0; c < CH; c++) acc[c] = _mm256_fmadd_ps(wi, _mm256_loadu_ps(vv + 8 * c), acc[c]);
+    }
+    for (int c = 0; c < CH; c++) _mm256_storeu_ps(out + 8 * c, acc[c]);
+}
+#endif
+
+// scores[g * count + i] = (q_g . key_i) * scale for the group's heads, each key read once for them
+template <int D>
+static void scores(const float* q, const float* kh, int64_t k_pos_stride, int64_t first, const int64_t* mine,
+                   int64_t count, int64_t groups, int64_t dim, float scale, float* out) {
+    const int64_t n = D > 0 ? D : dim;
+    int64_t i = 0;
+#if ROW_SIMD
+    for (; i + 8 <= count; i += 8) {
+        const float* key[8];
+        for (int k = 0; k < 8; k++) key[k] = kh + (i + k < first ? i + k : mine[i + k - first]) * k_pos_stride;
+        for (int64_t g = 0; g < groups; g++) {
+            __m256 h8[8];
+            folded4<D>(q + g * n, key, n, h8);
+            folded4<D>(q + g * n, key + 4, n, h8 + 4);
+            _mm256_storeu_ps(out + g * count + i, _mm256_mul_ps(tree8(h8), _mm256_set1_ps(scale)));
+        }
+    }
+#endif
+    for (; i < count; i++) {
+        const float* key = kh + (i < first ? i : mine[i - first]) * k_pos_stride;
+        for (int64_t g = 0; g < groups; g++) out[g * count + i] = dot<D>(q + g * n, key, n) * scale;
+    }
+}
+
+// the largest of w[0..count) (-inf for none; NaN never chosen)
+static inline float largest(const float* w, int64_t count) {
+    float top = -INFINITY;
+    int64_t i = 0;
+#if ROW_SIMD
+    __m256 lanes = _mm256_set1_ps(-INFINITY);
+    for (; i + 8 <= count; i += 8) lanes = _mm256_max_ps(_mm256_loadu_ps(w + i), lanes);  // w > top ? w : top
+    float each[8];
+    _mm256_storeu_ps(each, lanes);
+    for (int l = 0; l < 8; l++) top = each[l] > top ? each[l] : top;
+#endif
+    for (; i < count; i++) top = w[i] > top ? w[i] : top;
+    return top;
+}
+
+// sum of w[0..count): SUMS partial sums (w[i] into sum i % SUMS, in order), then a fixed tree
+static inline float total_of(const float* w, int64_t count) {
+    float sums[SUMS] = {0};
+    int64_t i = 0;
+#if ROW_SIMD
+    __m256 lanes = _mm256_setzero_ps();
+    for (; i + SUMS <= count; i += SUMS) lanes = _mm256_add_ps(lanes, _mm256_loadu_ps(w + i));
+    _mm256_storeu_ps(sums, lanes);
+#endif
+    for (; i < count; i++) sums[i % SUMS] = sums[i % SUMS] + w[i];
+    return ((sums[0] + sums[4]) + (sums[2] + sums[6])) + ((sums[1] + sums[5]) + (sums[3] + sums[7]));
+}
+
 // one row's attention for the `groups` query heads of one key head (D: the head size, 0 for dim at run time)
 template <int D>
 static void attend(const float* q, const float* kh, int64_t k_pos_stride, const float* vh, int64_t v_pos_stride,
@@ -44,27 +154,26 @@ static void attend(const float* q, const float* kh, int64_t k_pos_stride, const 
                    float* out, std::vector<float>& weights) {
     const int64_t n = D > 0 ? D : dim;
     weights.resize(count * groups);  // head g's scores, then weights, at [g * count, (g + 1) * count)
-    for (int64_t i = 0; i < count; i++) {  // each key read once for the group's heads
-        const float* key = kh + (i < first ? i : mine[i - first]) * k_pos_stride;
-        for (int64_t g = 0; g < groups; g++) weights[g * count + i] = dot<D>(q + g * n, key, n) * scale;
-    }
+    scores<D>(q, kh, k_pos_stride, first, mine, count, groups, n, scale, weights.data());
     for (int64_t g = 0; g < groups; g++) {
         float* w = &weights[g * count];
-        float top = -INFINITY;
-        for (int64_t i = 0; i < count; i++) top = w[i] > top ? w[i] : top;
+        const float top = largest(w, count);
 #pragma omp simd
         for (int64_t i = 0; i < count; i++) w[i] = exp_fixed(w[i] - top);  // lane by lane: the same bits
-        float sums[SUMS] = {0};
-        for (int64_t i = 0; i < count; i++) sums[i % SUMS] = sums[i % SUMS] + w[i];
-        const float total = ((sums[0] + sums[4]) + (sums[2] + sums[6])) + ((sums[1] + sums[5]) + (sums[3] + sums[7]));
+        const float total = total_of(w, count);
         float o[D > 0 ? D : 256];  // head sizes up to 256 at run time
-        for (int64_t d = 0; d < n; d++) o[d] = 0.0f;
-        for (int64_t i = 0; i < count; i++) {
+        int64_t d = 0;
+#if ROW_SIMD
+        for (; d + 64 <= n; d += 64) weighted_values<8>(w, vh + d, v_pos_stride, first, mine, count, o + d);
+        for (; d < n; d += LANES) weighted_values<2>(w, vh + d, v_pos_stride, first, mine, count, o + d);
+#endif
+        for (int64_t e = d; e < n; e++) o[e] = 0.0f;
+        for (int64_t i = 0; i < count && d < n; i++) {
             const float* vv = vh + (i < first ? i : mine[i - first]) * v_pos_stride;
 #pragma omp simd
-            for (int64_t d = 0; d < n; d++) o[d] = fmaf(w[i], vv[d], o[d]);
+            for (int64_t e = d; e < n; e++) o[e] = fmaf(w[i], vv[e], o[e]);
         }
-        for (int64_t d = 0; d < n; d++) out[g * n + d] = o[d] / total;
+        for (int64_t e = 0; e < n; e++) out[g * n + e] = o[e] / total;
     }
 }
 

@@ -116,87 +116,10 @@ static inline int code_at(int layout, const uint8_t* c, int j, int i) {
 #if WOQ_SIMD
 // ---- vector levels: 8 lanes of float or int32 in a ymm register (the same on AVX2 and AVX-512 VL)
 
-// chunk k of a tile-group's codes as 32 bytes (AVX2 without VNNI and bytes: the codes minus 128, signed)
-template <int LAYOUT>
-struct Codes {
-    __m256i c[CHUNKS];
-#if !WOQ_VNNI
-    __m256i magnitude[LAYOUT == BYTES ? CHUNKS : 1];  // |code - 128| for maddubs' unsigned operand
-#endif
-};
-
-template <int LAYOUT>
-static inline void decode(const uint8_t* p, Codes<LAYOUT>* out) {
-    if (LAYOUT == BYTES) {
-        for (int k = 0; k < CHUNKS; k++) {
-            out->c[k] = _mm256_loadu_si256((const __m256i*)(p + 32 * k));
-#if !WOQ_VNNI
-            out->c[k] = _mm256_xor_si256(out->c[k], _mm256_set1_epi8((char)0x80));
-            out->magnitude[k] = _mm256_abs_epi8(out->c[k]);
-#endif
-        }
-        return;
-    }
-    const __m256i mask = _mm256_set1_epi8(15);
-    for (int k = 0; k < 4; k++) {
-        const __m256i v = _mm256_loadu_si256((const __m256i*)(p + 32 * k));
-        out->c[k] = _mm256_and_si256(v, mask);
-        out->c[k + 4] = _mm256_and_si256(_mm256_srli_epi16(v, 4), mask);
-    }
-    if (LAYOUT == NIBBLES_HIGH_BIT) {  // bit k of byte 4j+b: the fifth bit of chunk k's code; moved to bit 4
-        const __m256i bits = _mm256_loadu_si256((const __m256i*)(p + 128)), sixteen = _mm256_set1_epi8(16);
-        out->c[0] = _mm256_or_si256(out->c[0], _mm256_and_si256(_mm256_slli_epi16(bits, 4), sixteen));
-        out->c[1] = _mm256_or_si256(out->c[1], _mm256_and_si256(_mm256_slli_epi16(bits, 3), sixteen));
-        out->c[2] = _mm256_or_si256(out->c[2], _mm256_and_si256(_mm256_slli_epi16(bits, 2), sixteen));
-        out->c[3] = _mm256_or_si256(out->c[3], _mm256_and_si256(_mm256_slli_epi16(bits, 1), sixteen));
-        out->c[4] = _mm256_or_si256(out->c[4], _mm256_and_si256(bits, sixteen));
-        out->c[5] = _mm256_or_si256(out->c[5], _mm256_and_si256(_mm256_srli_epi16(bits, 1), sixteen));
-        out->c[6] = _mm256_or_si256(out->c[6], _mm256_and_si256(_mm256_srli_epi16(bits, 2), sixteen));
-        out->c[7] = _mm256_or_si256(out->c[7], _mm256_and_si256(_mm256_srli_epi16(bits, 3), sixteen));
-    }
-}
-
 static inline __m256i broadcast4(const int8_t* q) {
     int32_t v;
     memcpy(&v, q, 4);
     return _mm256_set1_epi32(v);
-}
-
-// each of the tile's 8 rows: the exact integer dot of its group's codes with the group's 32 activations
-template <int LAYOUT>
-static inline __m256i group_dot(const Codes<LAYOUT>& w, const int8_t* q, int32_t qsum) {
-#if WOQ_VNNI
-    (void)qsum;
-    __m256i acc[4];
-    for (int k = 0; k < 4; k++) {
-#if WOQ_VNNI == 2
-        acc[k] = _mm256_dpbusd_epi32(_mm256_setzero_si256(), w.c[k], broadcast4(q + 4 * k));
-        acc[k] = _mm256_dpbusd_epi32(acc[k], w.c[k + 4], broadcast4(q + 4 * k + 16));
-#else
-        acc[k] = _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), w.c[k], broadcast4(q + 4 * k));
-        acc[k] = _mm256_dpbusd_avx_epi32(acc[k], w.c[k + 4], broadcast4(q + 4 * k + 16));
-#endif
-    }
-    return _mm256_add_epi32(_mm256_add_epi32(acc[0], acc[1]), _mm256_add_epi32(acc[2], acc[3]));
-#else
-    const __m256i ones = _mm256_set1_epi16(1);
-    if (LAYOUT == BYTES) {  // (code - 128) . q by sign transfer (|.| <= 128 * 127 * 2 per pair), then + 128 sum(q)
-        __m256i acc = _mm256_set1_epi32(128 * qsum);
-        for (int k = 0; k < CHUNKS; k++) {
-            const __m256i pairs = _mm256_maddubs_epi16(w.magnitude[k], _mm256_sign_epi8(broadcast4(q + 4 * k), w.c[k]));
-            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, ones));
-        }
-        return acc;
-    }
-    // codes below 32: a pair is at most 2 * 31 * 127, four chunks' pairs summed stay below 2^15
-    __m256i low = _mm256_maddubs_epi16(w.c[0], broadcast4(q));
-    __m256i high = _mm256_maddubs_epi16(w.c[4], broadcast4(q + 16));
-    for (int k = 1; k < 4; k++) {
-        low = _mm256_add_epi16(low, _mm256_maddubs_epi16(w.c[k], broadcast4(q + 4 * k)));
-        high = _mm256_add_epi16(high, _mm256_maddubs_epi16(w.c[k + 4], broadcast4(q + 4 * k + 16)));
-    }
-    return _mm256_add_epi32(_mm256_madd_epi16(low, ones), _mm256_madd_epi16(high, ones));
-#endif
 }
 
 typedef __m256i I8;  // eight int32 dots, one per weight row of a tile
@@ -281,7 +204,8 @@ static inline F8 f_step(F8 acc, I8 dot, F8 s, float d, F8 o, float xo) {
 #endif
 
 // ---- activations: each row quantized on its own, per group of 32: q = round(x * 127 / max|x|) (half to
-// even), d = max|x| / 127, qsum = sum(q), xo = d * qsum
+// even), d = max|x| / 127, qsum = sum(q), xo = d * qsum. Stored group by group (all rows' group g side by side),
+// so that a tile's rows are at fixed offsets from one pointer per group.
 struct Activations {
     std::vector<int8_t> q;
     std::vector<float> d, xo;
@@ -290,19 +214,20 @@ struct Activations {
     Activations(const float* x, int64_t batch, int64_t groups)
         : q(batch * groups * GROUP), d(batch * groups), xo(batch * groups), qsum(batch * groups), batch(batch), groups(groups) {
         for (int64_t i = 0; i < batch * groups; i++) {
-            const float* p = x + i * GROUP;
+            const float* p = x + i * GROUP;  // row i / groups, group i % groups
+            const int64_t at = i % groups * batch + i / groups;
             float top = 0.0f;
             for (int k = 0; k < GROUP; k++) top = fmaxf(top, fabsf(p[k]));
             const float inv = top > 0.0f ? 127.0f / top : 0.0f;
             int32_t total = 0;
             for (int k = 0; k < GROUP; k++) {
                 const int32_t n = (int32_t)nearbyintf(p[k] * inv);
-                q[i * GROUP + k] = (int8_t)n;
+                q[at * GROUP + k] = (int8_t)n;
                 total += n;
             }
-            d[i] = top / 127.0f;
-            qsum[i] = total;
-            xo[i] = d[i] * (float)total;
+            d[at] = top / 127.0f;
+            qsum[at] = total;
+            xo[at] = d[at] * (float)total;
         }
     }
 };
@@ -330,15 +255,23 @@ static inline void store_block(const Tiled& w, int64_t t, const F8* acc, int64_t
     }
 }
 
-#if WOQ_SIMD && !WOQ_VNNI
-// ---- AVX2 without VNNI: chunk by chunk. A chunk's codes are decoded into one register and multiplied with
-// each row's 4 activation bytes at once, products summed in 16 bits while they cannot overflow; so few
-// registers are live whatever the rows (decoding all 8 chunks first spills them to the stack).
+#if WOQ_SIMD
+// ---- vector levels: chunk by chunk. A chunk's codes are decoded into one register and multiplied with each
+// row's 4 activation bytes at once; so few registers are live whatever the rows (decoding all 8 chunks first
+// spills them to the stack when a tile serves 8 rows).
 
-// chunk k of a tile-group's codes: 4- and 5-bit codes as they are, bytes as code - 128 (signed)
+// an empty barrier: the sum is in a register here. Without it the compiler reassociates the integer sums of a
+// tile's rows into trees that compute every product first, and those (4 rows x 8 chunks) spill to the stack.
+static inline void in_register(__m256i& v) { __asm__("" : "+x"(v)); }
+
+// chunk k of a tile-group's codes: 4- and 5-bit codes as they are, bytes as they are for VNNI's unsigned
+// operand and as code - 128 (signed) for AVX2's sign transfer
 template <int LAYOUT>
 static inline __m256i chunk(const uint8_t* c, int k) {
-    if (LAYOUT == BYTES) return _mm256_xor_si256(_mm256_loadu_si256((const __m256i*)(c + 32 * k)), _mm256_set1_epi8((char)0x80));
+    if (LAYOUT == BYTES) {
+        const __m256i v = _mm256_loadu_si256((const __m256i*)(c + 32 * k));
+        return WOQ_VNNI ? v : _mm256_xor_si256(v, _mm256_set1_epi8((char)0x80));
+    }
     __m256i v = _mm256_loadu_si256((const __m256i*)(c + 32 * (k & 3)));
     if (k >= 4) v = _mm256_srli_epi16(v, 4);
     v = _mm256_and_si256(v, _mm256_set1_epi8(15));
@@ -349,17 +282,44 @@ static inline __m256i chunk(const uint8_t* c, int k) {
     }
     return v;
 }
+#endif
+
+#if WOQ_VNNI
+// each row's exact integer dots of the tile-group's codes with its 32 activations (as group_dot); row m's at
+// q + m * GROUP
+template <int LAYOUT, int MT>
+static inline void group_dots(const uint8_t* c, const int8_t* q, const int32_t*, I8* dot) {
+    for (int m = 0; m < MT; m++) dot[m] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int k = 0; k < CHUNKS; k++) {
+        const __m256i codes = chunk<LAYOUT>(c, k);
+        for (int m = 0; m < MT; m++) {
+#if WOQ_VNNI == 2
+            dot[m] = _mm256_dpbusd_epi32(dot[m], codes, broadcast4(q + m * GROUP + 4 * k));
+#else
+            dot[m] = _mm256_dpbusd_avx_epi32(dot[m], codes, broadcast4(q + m * GROUP + 4 * k));
+#endif
+            in_register(dot[m]);
+        }
+    }
+}
+
+#elif WOQ_SIMD
+// AVX2 without VNNI: products summed in 16 bits while they cannot overflow.
 
 // chunks k0 .. k0 + count - 1 of unsigned codes below 2^LOG against each row, summed in 16 bits (a pair is at
 // most 2 * 31 * 127; four chunks' pairs of 5-bit codes, or eight of 4-bit codes, stay below 2^15), then to 32
 template <int LAYOUT, int MT>
-static inline void small_dots(const uint8_t* c, const int8_t* const* q, int k0, int count, __m256i* dot, bool add) {
+static inline void small_dots(const uint8_t* c, const int8_t* q, int k0, int count, __m256i* dot, bool add) {
     __m256i sums[MT];
     for (int m = 0; m < MT; m++) sums[m] = _mm256_setzero_si256();
 #pragma GCC unroll 8
     for (int k = k0; k < k0 + count; k++) {
         const __m256i codes = chunk<LAYOUT>(c, k);
-        for (int m = 0; m < MT; m++) sums[m] = _mm256_add_epi16(sums[m], _mm256_maddubs_epi16(codes, broadcast4(q[m] + 4 * k)));
+        for (int m = 0; m < MT; m++) {
+            sums[m] = _mm256_add_epi16(sums[m], _mm256_maddubs_epi16(codes, broadcast4(q + m * GROUP + 4 * k)));
+            in_register(sums[m]);
+        }
     }
     const __m256i ones = _mm256_set1_epi16(1);
     for (int m = 0; m < MT; m++) {
@@ -368,9 +328,10 @@ static inline void small_dots(const uint8_t* c, const int8_t* const* q, int k0, 
     }
 }
 
-// each row's exact integer dots of the tile-group's codes with its 32 activations (as group_dot)
+// each row's exact integer dots of the tile-group's codes with its 32 activations (as group_dot); row m's at
+// q + m * GROUP
 template <int LAYOUT, int MT>
-static inline void group_dots(const uint8_t* c, const int8_t* const* q, const int32_t* qsum, I8* dot) {
+static inline void group_dots(const uint8_t* c, const int8_t* q, const int32_t* qsum, I8* dot) {
     if (LAYOUT == NIBBLES) {
         small_dots<LAYOUT, MT>(c, q, 0, 8, dot, false);
     } else if (LAYOUT == NIBBLES_HIGH_BIT) {
@@ -383,8 +344,9 @@ static inline void group_dots(const uint8_t* c, const int8_t* const* q, const in
         for (int k = 0; k < CHUNKS; k++) {
             const __m256i codes = chunk<LAYOUT>(c, k), magnitude = _mm256_abs_epi8(codes);
             for (int m = 0; m < MT; m++) {
-                const __m256i pairs = _mm256_maddubs_epi16(magnitude, _mm256_sign_epi8(broadcast4(q[m] + 4 * k), codes));
+                const __m256i pairs = _mm256_maddubs_epi16(magnitude, _mm256_sign_epi8(broadcast4(q + m * GROUP + 4 * k), codes));
                 dot[m] = _mm256_add_epi32(dot[m], _mm256_madd_epi16(pairs, ones));
+                in_register(dot[m]);
             }
         }
     }
@@ -393,16 +355,16 @@ static inline void group_dots(const uint8_t* c, const int8_t* const* q, const in
 #else
 // each row's exact integer dots of the tile-group's codes: decoded once, then one group_dot per row
 template <int LAYOUT, int MT>
-static inline void group_dots(const uint8_t* c, const int8_t* const* q, const int32_t* qsum, I8* dot) {
+static inline void group_dots(const uint8_t* c, const int8_t* q, const int32_t* qsum, I8* dot) {
     Codes<LAYOUT> codes;
     decode<LAYOUT>(c, &codes);
-    for (int m = 0; m < MT; m++) dot[m] = group_dot<LAYOUT>(codes, q[m], qsum[m]);
+    for (int m = 0; m < MT; m++) dot[m] = group_dot<LAYOUT>(codes, q + m * GROUP, qsum[m]);
 }
 #endif
 
 // tile t of the weight against rows m0 .. m0 + MT - 1 of the pass
 template <int LAYOUT, int MT>
-static void block(const Tiled& w, int64_t t, const Activations& a, int64_t m0) {
+__attribute__((noinline)) static void block(const Tiled& w, int64_t t, const Activations& a, int64_t m0) {
     const int64_t G = w.groups, head = scale_bytes(w.mode);
     F8 acc[MT];
     for (int m = 0; m < MT; m++) acc[m] = f_zero();
@@ -413,25 +375,17 @@ static void block(const Tiled& w, int64_t t, const Activations& a, int64_t m0) {
         for (int64_t ahead = 0; ahead < w.block; ahead += 64)
             _mm_prefetch((const char*)(p + 4 * w.block + ahead), _MM_HINT_T0);
 #endif
-        const int8_t* q[MT];
-        int32_t qsum[MT];
-        for (int m = 0; m < MT; m++) {
-            q[m] = &a.q[((m0 + m) * G + g) * GROUP];
-            qsum[m] = a.qsum[(m0 + m) * G + g];
-        }
+        const int64_t at = g * a.batch + m0;  // row m0's group g; row m0 + m's is m after it
         I8 dot[MT];
-        group_dots<LAYOUT, MT>(p + head, q, qsum, dot);
+        group_dots<LAYOUT, MT>(p + head, &a.q[at * GROUP], &a.qsum[at], dot);
         F8 s, o;
         scales8(w.mode, w.zero, p, &s, &o);
-        for (int m = 0; m < MT; m++) {
-            const int64_t at = (m0 + m) * G + g;
-            acc[m] = f_step(acc[m], dot[m], s, a.d[at], o, a.xo[at]);
-        }
+        for (int m = 0; m < MT; m++) acc[m] = f_step(acc[m], dot[m], s, a.d[at + m], o, a.xo[at + m]);
     }
     store_block<MT>(w, t, acc, m0);
 }
 
-#if WOQ_SIMD && WOQ_VNNI == 2
+#if WOQ_SIMD
 static const int ROW_TILE = 8;  // rows of the pass a decoded tile serves from registers
 #else
 static const int ROW_TILE = 4;

@@ -70,11 +70,12 @@ def test_rope_rotates_q_and_k_heads_in_place_exactly_as_transformers(kernel: Woq
 
 def test_swiglu_is_silu_of_the_gate_times_up(kernel: WoqKernel) -> None:
     torch.manual_seed(0)
-    gate_up = torch.randn(300, 2 * 96) * 8  # wide enough for the threaded loop; large gates saturate exp
-    got = kernel.swiglu(gate_up)
-    want = torch.nn.functional.silu(gate_up[:, :96]) * gate_up[:, 96:]
-    torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
-    assert torch.equal(kernel.swiglu(gate_up[:1].contiguous()), got[:1])  # a row alone: the same bits
+    for rows, inter in ((300, 96), (30, 600)):  # threaded; 600: rows split in pieces of 256 columns and a rest
+        gate_up = torch.randn(rows, 2 * inter) * 8  # large gates saturate exp
+        got = kernel.swiglu(gate_up)
+        want = torch.nn.functional.silu(gate_up[:, :inter]) * gate_up[:, inter:]
+        torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
+        assert torch.equal(kernel.swiglu(gate_up[:1].contiguous()), got[:1])  # a row alone: the same bits
 
 
 def test_a_product_of_several_weights_equals_each_weight_alone(kernel: WoqKernel) -> None:
