@@ -30,6 +30,11 @@ static const int SUMS = 8;    // partial sums of a row's softmax weights
 #define ROW_SIMD 0
 #endif
 
+// a row's key or value i in its key order: storage entry i of the shared prefix, then its own ancestors'
+static inline const float* entry(const float* head, int64_t pos_stride, int64_t first, const int64_t* mine, int64_t i) {
+    return head + (i < first ? i : mine[i - first]) * pos_stride;
+}
+
 // q . k over dim (a multiple of LANES): LANES partial sums, then a fixed tree
 template <int D>
 static inline float dot(const float* q, const float* k, int64_t dim) {
@@ -87,7 +92,7 @@ static inline void weighted_values(const float* w, const float* vh, int64_t v_po
     __m256 acc[CH];
     for (int c = 0; c < CH; c++) acc[c] = _mm256_setzero_ps();
     for (int64_t i = 0; i < count; i++) {
-        const float* vv = vh + (i < first ? i : mine[i - first]) * v_pos_stride;
+        const float* vv = entry(vh, v_pos_stride, first, mine, i);
         const __m256 wi = _mm256_set1_ps(w[i]);
         for (int c = 0; c < CH; c++) acc[c] = _mm256_fmadd_ps(wi, _mm256_loadu_ps(vv + 8 * c), acc[c]);
     }
@@ -104,7 +109,7 @@ static void scores(const float* q, const float* kh, int64_t k_pos_stride, int64_
 #if ROW_SIMD
     for (; i + 8 <= count; i += 8) {
         const float* key[8];
-        for (int k = 0; k < 8; k++) key[k] = kh + (i + k < first ? i + k : mine[i + k - first]) * k_pos_stride;
+        for (int k = 0; k < 8; k++) key[k] = entry(kh, k_pos_stride, first, mine, i + k);
         for (int64_t g = 0; g < groups; g++) {
             __m256 h8[8];
             folded4<D>(q + g * n, key, n, h8);
@@ -114,7 +119,7 @@ static void scores(const float* q, const float* kh, int64_t k_pos_stride, int64_
     }
 #endif
     for (; i < count; i++) {
-        const float* key = kh + (i < first ? i : mine[i - first]) * k_pos_stride;
+        const float* key = entry(kh, k_pos_stride, first, mine, i);
         for (int64_t g = 0; g < groups; g++) out[g * count + i] = dot<D>(q + g * n, key, n) * scale;
     }
 }
@@ -169,7 +174,7 @@ static void attend(const float* q, const float* kh, int64_t k_pos_stride, const 
 #endif
         for (int64_t e = d; e < n; e++) o[e] = 0.0f;
         for (int64_t i = 0; i < count && d < n; i++) {
-            const float* vv = vh + (i < first ? i : mine[i - first]) * v_pos_stride;
+            const float* vv = entry(vh, v_pos_stride, first, mine, i);
 #pragma omp simd
             for (int64_t e = d; e < n; e++) o[e] = fmaf(w[i], vv[e], o[e]);
         }

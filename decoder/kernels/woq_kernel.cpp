@@ -261,7 +261,8 @@ static inline void store_block(const Tiled& w, int64_t t, const F8* acc, int64_t
 // spills them to the stack when a tile serves 8 rows).
 
 // an empty barrier: the sum is in a register here. Without it the compiler reassociates the integer sums of a
-// tile's rows into trees that compute every product first, and those (4 rows x 8 chunks) spill to the stack.
+// tile's rows into trees that compute every product first, and those (up to 8 rows x 8 chunks) spill to the
+// stack.
 static inline void in_register(__m256i& v) { __asm__("" : "+x"(v)); }
 
 // chunk k of a tile-group's codes: 4- and 5-bit codes as they are, bytes as they are for VNNI's unsigned

@@ -349,7 +349,7 @@ def load_model(
         raise ModelLoadError(f"cannot load {spec!r} from {where}: {_one_line(exc)}") from exc
     use_prefill_model(model, fast)
     seconds = time.perf_counter() - started
-    form = ("gguf-native" if native and native_kernel() is not None else "gguf-int4") if packed else "dense"
+    form = ("gguf-native" if native_codes else "gguf-int4") if packed else "dense"
     logger.info(
         "loaded %s (%s) on %s as %s, %s weights (prefill: %s) in %.1f s",
         spec,
