@@ -8,7 +8,8 @@
 // head sizes of 64 and 128 are compiled as constants. C++ with explicit fused multiply-adds (built with
 // -ffp-contract=off); from AVX2 up the same operations are written out eight lanes at a time: eight keys' dot
 // products side by side with their tree of additions folded across the keys, a head's sum of values held in
-// registers, so every level computes the scalar build's bits.
+// registers over a block of keys that every head of the task goes through while it is in the first-level cache,
+// so every level computes the scalar build's bits.
 //
 // Built with decoder/woq_kernel.cpp into one library by decoder/woq_native.py.
 
@@ -85,13 +86,14 @@ static inline __m256 tree8(const __m256* h8) {
     return _mm256_permutevar8x32_ps(sums, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));  // keys 0,2,4,6,1,3,5,7 -> 0..7
 }
 
-// out[0..8 * CH) = sum over the row's keys, in order, of w[i] * value_i[0..8 * CH) (each lane a chain of fmaf)
+// out[0..8 * CH) += sum over the row's keys i0 .. i1 - 1, in order, of w[i] * value_i[0..8 * CH) (each lane a
+// chain of fmaf, carried in out from one block of keys to the next)
 template <int CH>
 static inline void weighted_values(const float* w, const float* vh, int64_t v_pos_stride, int64_t first,
-                                   const int64_t* mine, int64_t count, float* out) {
+                                   const int64_t* mine, int64_t i0, int64_t i1, float* out) {
     __m256 acc[CH];
-    for (int c = 0; c < CH; c++) acc[c] = _mm256_setzero_ps();
-    for (int64_t i = 0; i < count; i++) {
+    for (int c = 0; c < CH; c++) acc[c] = _mm256_loadu_ps(out + 8 * c);
+    for (int64_t i = i0; i < i1; i++) {
         const float* vv = entry(vh, v_pos_stride, first, mine, i);
         const __m256 wi = _mm256_set1_ps(w[i]);
         for (int c = 0; c < CH; c++) acc[c] = _mm256_fmadd_ps(wi, _mm256_loadu_ps(vv + 8 * c), acc[c]);
@@ -152,33 +154,49 @@ static inline float total_of(const float* w, int64_t count) {
     return ((sums[0] + sums[4]) + (sums[2] + sums[6])) + ((sums[1] + sums[5]) + (sums[3] + sums[7]));
 }
 
-// one row's attention for the `groups` query heads of one key head (D: the head size, 0 for dim at run time)
+static const int64_t L1_VALUES = 16384;  // bytes of values a block of keys keeps in the first-level cache
+
+// one row's attention for the `groups` query heads of one key head (D: the head size, 0 for dim at run time).
+// The heads' sums of values go block of keys by block of keys, every head through a block while it is in the
+// first-level cache (each value read from memory once for the group, not once per head).
 template <int D>
 static void attend(const float* q, const float* kh, int64_t k_pos_stride, const float* vh, int64_t v_pos_stride,
                    int64_t first, const int64_t* mine, int64_t count, int64_t groups, int64_t dim, float scale,
                    float* out, std::vector<float>& weights) {
     const int64_t n = D > 0 ? D : dim;
-    weights.resize(count * groups);  // head g's scores, then weights, at [g * count, (g + 1) * count)
+    weights.resize(count * groups + groups);  // head g's scores, then weights, at [g * count, (g + 1) * count)
     scores<D>(q, kh, k_pos_stride, first, mine, count, groups, n, scale, weights.data());
+    float* total = &weights[count * groups];  // head g's sum of weights
     for (int64_t g = 0; g < groups; g++) {
         float* w = &weights[g * count];
         const float top = largest(w, count);
 #pragma omp simd
         for (int64_t i = 0; i < count; i++) w[i] = exp_fixed(w[i] - top);  // lane by lane: the same bits
-        const float total = total_of(w, count);
-        float o[D > 0 ? D : 256];  // head sizes up to 256 at run time
-        int64_t d = 0;
+        total[g] = total_of(w, count);
+    }
+    for (int64_t e = 0; e < groups * n; e++) out[e] = 0.0f;  // head g's sums at out[g * n ..]: then divided
+    int64_t d = 0;
 #if ROW_SIMD
-        for (; d + 64 <= n; d += 64) weighted_values<8>(w, vh + d, v_pos_stride, first, mine, count, o + d);
-        for (; d < n; d += LANES) weighted_values<2>(w, vh + d, v_pos_stride, first, mine, count, o + d);
+    const int64_t keys = L1_VALUES / (4 * n) > 8 ? L1_VALUES / (4 * n) : 8;
+    for (int64_t i0 = 0; i0 < count; i0 += keys) {
+        const int64_t i1 = i0 + keys < count ? i0 + keys : count;
+        for (int64_t g = 0; g < groups; g++) {
+            const float* w = &weights[g * count];
+            float* o = out + g * n;
+            for (d = 0; d + 64 <= n; d += 64) weighted_values<8>(w, vh + d, v_pos_stride, first, mine, i0, i1, o + d);
+            for (; d < n; d += LANES) weighted_values<2>(w, vh + d, v_pos_stride, first, mine, i0, i1, o + d);
+        }
+    }
 #endif
-        for (int64_t e = d; e < n; e++) o[e] = 0.0f;
+    for (int64_t g = 0; g < groups; g++) {
+        const float* w = &weights[g * count];
+        float* o = out + g * n;
         for (int64_t i = 0; i < count && d < n; i++) {
             const float* vv = entry(vh, v_pos_stride, first, mine, i);
 #pragma omp simd
             for (int64_t e = d; e < n; e++) o[e] = fmaf(w[i], vv[e], o[e]);
         }
-        for (int64_t e = 0; e < n; e++) out[g * n + e] = o[e] / total;
+        for (int64_t e = 0; e < n; e++) o[e] = o[e] / total[g];
     }
 }
 
