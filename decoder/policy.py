@@ -30,22 +30,23 @@ CPU_COST: tuple[tuple[int, float], ...] = (
     (16, 1.87),
     (32, 2.7),
 )
-# The same model on its GGUF's codes through the native pass (decoder/native_pass.py and its kernels), on a
-# 2-core AMD EPYC with AVX2 only (the kernel's avx2 level: int8 dots by maddubs/madd), best of 9 after an
-# 800-token context (`lookahead-lsp bench-passes --only daemon --repeats 9`, docs/benchmarks.md, session 13). A
-# one-token pass reads the weights at the memory's speed; the kernel decodes each tile of weights once per 4
-# rows of the pass (8 on AVX-512 VNNI, where 8 tokens measured 2.47x), so each further row costs its integer dot
-# products and its attention. The start-up timing (CostModel.blended) and the live passes correct it per machine.
+# The same model on its GGUF's codes through the native pass (decoder/native_pass.py and its kernels): the mean of
+# its avx512 (VNNI) and avx2 (maddubs/madd) levels on a 2-core AMD EPYC Zen 4, best of 9 after an 800-token
+# context (`lookahead-lsp bench-passes --only daemon --repeats 9`, docs/bench-s19-passes; 8 tokens 1.79x at
+# avx512, 2.20x at avx2). A one-token pass reads the weights at the memory's speed; the kernel decodes each tile
+# of weights once per 8 rows of the pass, so each further row costs its integer dot products and its attention
+# (and 9 rows decode the weights twice). The start-up timing (CostModel.blended) and the live passes correct it
+# per machine; 32 extrapolated.
 PACKED_CPU_COST: tuple[tuple[int, float], ...] = (
     (1, 1.0),
-    (2, 1.17),
-    (3, 1.34),
-    (4, 1.53),
-    (6, 2.35),
-    (8, 3.00),
-    (12, 4.45),
-    (16, 5.67),
-    (32, 11.2),
+    (2, 1.09),
+    (3, 1.18),
+    (4, 1.32),
+    (6, 1.64),
+    (8, 2.0),
+    (12, 3.1),
+    (16, 3.9),
+    (32, 7.8),
 )
 # A GPU at batch 1 is memory-bound: a pass of 64 tokens costs about as much as one of 1.
 GPU_COST: tuple[tuple[int, float], ...] = ((1, 1.0), (64, 1.08), (256, 1.6))
