@@ -53,6 +53,7 @@ enum Scales { HALF_ZERO = 0, HALF_PAIR = 1, FLOAT_PAIR = 2, K_QUANT = 3 };
 static const int LANES = 8;    // weight rows in a tile
 static const int GROUP = 32;   // weights per group
 static const int CHUNKS = 8;   // 4-code chunks per group
+static const int PREFETCH_BLOCKS = 16;  // tile-groups read ahead of the one multiplied
 
 static inline int code_bytes(int layout) { return layout == BYTES ? 256 : layout == NIBBLES ? 128 : 160; }
 static inline int scale_bytes(int mode) { return mode == HALF_ZERO ? 16 : mode == HALF_PAIR ? 32 : mode == K_QUANT ? 48 : 64; }
@@ -372,9 +373,10 @@ __attribute__((noinline)) static void block(const Tiled& w, int64_t t, const Act
     for (int64_t g = 0; g < G; g++) {
         const uint8_t* p = w.data + (t * G + g) * w.block;
 #if WOQ_SIMD
-        // rows of a few hundred bytes are too short for the hardware's stream prefetchers to ramp up
+        // rows of a few hundred bytes are too short for the hardware's stream prefetchers to ramp up; 16 blocks
+        // (3-4 KB) ahead: at 8 rows a block takes long enough that 4 ahead arrived late
         for (int64_t ahead = 0; ahead < w.block; ahead += 64)
-            _mm_prefetch((const char*)(p + 4 * w.block + ahead), _MM_HINT_T0);
+            _mm_prefetch((const char*)(p + PREFETCH_BLOCKS * w.block + ahead), _MM_HINT_T0);
 #endif
         const int64_t at = g * a.batch + m0;  // row m0's group g; row m0 + m's is m after it
         I8 dot[MT];
