@@ -85,6 +85,9 @@ class Engine:
     def document_changed(self, path: Path | None, text: str | None) -> None:
         self.workspace.document_changed(path, text)
 
+    def context_pending(self, path: Path) -> bool:
+        return self.workspace.context_pending(path)
+
     @property
     def on_context_change(self) -> Callable[[Path], None] | None:
         return self.workspace.on_context_change

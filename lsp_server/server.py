@@ -428,6 +428,8 @@ class LookaheadServer(LanguageServer):
             return
         if not config.background_prefill:
             return
+        if engine.context_pending(doc.path):  # another file's text lands first, then settles this one again:
+            return  # a prefill now would be of a prompt whose snippets are about to change
         snapshot = Snapshot(doc, min(offset, len(doc.text)), f"w{next(self._ids)}")
 
         def work(cancel: Any, queue_ms: float) -> Warmed:

@@ -41,6 +41,7 @@ class DocumentUpdates:
         self._handle = handle
         self._delay = delay
         self._pending: dict[Path, tuple[float, str | None]] = {}
+        self._handling: Path | None = None  # the path being handled now
         self._cond = threading.Condition()
         self._stopping = False
         self._thread = threading.Thread(target=self._loop, name="document-updates", daemon=True)
@@ -51,6 +52,11 @@ class DocumentUpdates:
             self._pending.pop(path, None)  # re-queued at the end: the oldest change goes first
             self._pending[path] = (time.monotonic(), text)
             self._cond.notify()
+
+    def waiting(self, besides: Path | None = None) -> bool:
+        """Whether a path other than ``besides`` has a text not yet handled (queued or being handled)."""
+        with self._cond:
+            return any(path != besides for path in self._pending) or self._handling not in (None, besides)
 
     def stop(self) -> None:
         with self._cond:
@@ -67,6 +73,7 @@ class DocumentUpdates:
                     wait = changed + self._delay - time.monotonic()
                     if wait <= 0:
                         del self._pending[path]
+                        self._handling = path
                         return path, text
                     self._cond.wait(wait)
                 else:
@@ -80,6 +87,9 @@ class DocumentUpdates:
                 self._handle(path, text)
             except Exception:
                 log.exception("updating %s failed", path)
+            finally:
+                with self._cond:
+                    self._handling = None
 
 
 class WorkspaceContext:
@@ -145,10 +155,17 @@ class WorkspaceContext:
             self._open_paths.add(path)
         self._updates.put(path, text)
 
+    def context_pending(self, path: Path) -> bool:
+        """Whether another file's text is about to reach the snippet index (and then ``on_context_change``):
+        a prompt for ``path`` built now may be stale within a second."""
+        return self._updates.waiting(besides=path)
+
     def _apply_document(self, path: Path, text: str | None) -> None:
-        self._snippet_text(path, text)
-        if self.on_context_change is not None:
-            self.on_context_change(path)
+        try:
+            self._snippet_text(path, text)
+        finally:  # the open documents' prompts are looked at again whatever happened
+            if self.on_context_change is not None:
+                self.on_context_change(path)
         index = self._index
         if index is not None:
             if text is None:

@@ -15,6 +15,7 @@ import pytest
 
 from lookahead_lsp.evaluation.lsp_client import LspClient
 from lookahead_lsp.lsp_server.server import SETTLE_S
+from lookahead_lsp.lsp_server.workspace_context import UPDATE_DELAY_S
 from tests.lsp_server.test_server_e2e import STATS, _close_cleanly, _end_of, _start
 
 LINES = "".join(f"def f_{i}(x):\n    return x * {i} + {i % 7}\n\n\n" for i in range(4000))
@@ -94,3 +95,41 @@ def test_real_request_preempts_a_long_background_prefill(server: LspClient) -> N
     assert totals["warmCancelled"] >= before_totals.get("warmCancelled", 0) + 1
     assert stats["latencyMs"]["queue"] < 2000
     server.notify("workspace/didChangeConfiguration", {"settings": {"lookahead": {"tokenBudget": 1024}}})
+
+
+def test_no_background_prefill_of_a_prompt_whose_context_is_about_to_change(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    """Closing one file and typing in another at once (switching files): the closed file's text leaves the
+    snippet index only after it rests (``UPDATE_DELAY_S``), and with it the new file's prompt changes. The
+    background prefill waits for it: one prefill, of the prompt the next keystroke asks for, not one of a prompt
+    about to go stale and then another. (A daemon of its own: no other open document settles meanwhile.)"""
+    server = _start(tmp_path, {"model": str(tiny_model_dir), "maxNewTokens": 6, "tokenBudget": 1024})
+    try:
+        assert server.wait_model()["state"] == "ready"
+        _switch_files(server)
+    finally:
+        _close_cleanly(server)
+
+
+def _switch_files(server: LspClient) -> None:
+    helper = "file:///tmp/lookahead-warm/shapes.py"
+    server.open(helper, "def area_of(width, height):\n    return width * height\n\n\ndef perimeter(width, height):\n"
+                        "    return 2 * (width + height)\n")  # fmt: skip
+    time.sleep(UPDATE_DELAY_S + SETTLE_S + 0.5)  # in the snippet index
+    uri = "file:///tmp/lookahead-warm/switch.py"
+    text = "def area(width, height):\n    return "
+    runs = _totals(server).get("warmRuns", 0)
+    server.notify("textDocument/didClose", {"textDocument": {"uri": helper}})
+    server.open(uri, text)
+    line, character = _end_of(text)
+    _insert(server, uri, 2, line, character, "w")  # settles at once, while the closed file's update waits
+    warmed = _wait_warm(server, runs + 1)
+    time.sleep(UPDATE_DELAY_S + SETTLE_S + 1.0)  # any second background prefill would have run by now
+    assert _totals(server)["warmRuns"] == runs + 1, "a background prefill ran before the context settled"
+    assert not warmed["cancelled"], warmed
+    _insert(server, uri, 3, line, character + 1, "i")
+    before = len(server.notifications)
+    server.inline(uri, line, character + 2)
+    stats = server.wait_notification(STATS, after=before)
+    assert stats["prefilledTokens"] <= 4, stats  # the keystroke's prompt is the one prefilled in idle time
