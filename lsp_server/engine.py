@@ -85,7 +85,7 @@ class Engine:
     def document_changed(self, path: Path | None, text: str | None) -> None:
         self.workspace.document_changed(path, text)
 
-    def context_pending(self, path: Path) -> bool:
+    def context_pending(self, path: Path | None) -> bool:
         return self.workspace.context_pending(path)
 
     @property

@@ -155,7 +155,7 @@ class WorkspaceContext:
             self._open_paths.add(path)
         self._updates.put(path, text)
 
-    def context_pending(self, path: Path) -> bool:
+    def context_pending(self, path: Path | None) -> bool:
         """Whether another file's text is about to reach the snippet index (and then ``on_context_change``):
         a prompt for ``path`` built now may be stale within a second."""
         return self._updates.waiting(besides=path)
