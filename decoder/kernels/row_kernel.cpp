@@ -175,7 +175,6 @@ static void attend(const float* q, const float* kh, int64_t k_pos_stride, const 
         total[g] = total_of(w, count);
     }
     for (int64_t e = 0; e < groups * n; e++) out[e] = 0.0f;  // head g's sums at out[g * n ..]: then divided
-    int64_t d = 0;
 #if ROW_SIMD
     const int64_t keys = L1_VALUES / (4 * n) > 8 ? L1_VALUES / (4 * n) : 8;
     for (int64_t i0 = 0; i0 < count; i0 += keys) {
@@ -183,21 +182,24 @@ static void attend(const float* q, const float* kh, int64_t k_pos_stride, const 
         for (int64_t g = 0; g < groups; g++) {
             const float* w = &weights[g * count];
             float* o = out + g * n;
-            for (d = 0; d + 64 <= n; d += 64) weighted_values<8>(w, vh + d, v_pos_stride, first, mine, i0, i1, o + d);
+            int64_t d = 0;
+            for (; d + 64 <= n; d += 64) weighted_values<8>(w, vh + d, v_pos_stride, first, mine, i0, i1, o + d);
             for (; d < n; d += LANES) weighted_values<2>(w, vh + d, v_pos_stride, first, mine, i0, i1, o + d);
-        }
+        }  // n is a multiple of LANES (row_attention checks): every dim is covered
     }
-#endif
+#else
     for (int64_t g = 0; g < groups; g++) {
         const float* w = &weights[g * count];
         float* o = out + g * n;
-        for (int64_t i = 0; i < count && d < n; i++) {
+        for (int64_t i = 0; i < count; i++) {
             const float* vv = entry(vh, v_pos_stride, first, mine, i);
 #pragma omp simd
-            for (int64_t e = d; e < n; e++) o[e] = fmaf(w[i], vv[e], o[e]);
+            for (int64_t e = 0; e < n; e++) o[e] = fmaf(w[i], vv[e], o[e]);
         }
-        for (int64_t e = 0; e < n; e++) o[e] = o[e] / total[g];
     }
+#endif
+    for (int64_t g = 0; g < groups; g++)
+        for (int64_t e = 0; e < n; e++) out[g * n + e] = out[g * n + e] / total[g];
 }
 
 extern "C" {

@@ -204,7 +204,7 @@ def test_a_start_up_timing_is_pulled_towards_the_device_table():
 PACKED = CostModel(PACKED_CPU_COST, adaptive=False)  # the native kernel's table: a second row costs 0.09 of a pass
 
 
-def test_a_run_of_right_tokens_is_one_right_draft_and_misses_end_the_trust_at_once():
+def test_a_run_of_right_tokens_is_one_right_draft_and_misses_in_a_row_end_the_trust():
     """A copied block: one 11-token draft right to the end, then the same source misses at the first token.
     The run counts as one right first token (and ten right later ones), so the next draft is likely but no
     sure thing; each miss lowers the trust, and the source's 11-token drafts stop being worth a pass on a CPU,
