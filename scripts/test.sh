@@ -8,7 +8,7 @@ cd "$root"
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 
 bash scripts/setup.sh --quiet
-for extra in scripts/get-editors.sh scripts/get-engine.sh; do
+for extra in scripts/get-editors.sh scripts/get-engine.sh scripts/get-arm-tools.sh; do
     if [[ -f "$extra" ]]; then
         bash "$extra" || echo "test: $extra failed; the tests that need it will say they were skipped" >&2
     fi

@@ -9,7 +9,8 @@
 // -ffp-contract=off); from AVX2 up the same operations are written out eight lanes at a time: eight keys' dot
 // products side by side with their tree of additions folded across the keys, a head's sum of values held in
 // registers over a block of keys that every head of the task goes through while it is in the first-level cache,
-// so every level computes the scalar build's bits.
+// so every level computes the scalar build's bits. On ARM64 (the neon and i8mm levels) the same is written four
+// lanes at a time with NEON: four keys' dot products side by side, their trees folded across the keys by zips.
 //
 // Built with decoder/woq_kernel.cpp into one library by decoder/woq_native.py.
 
@@ -27,8 +28,16 @@ static const int SUMS = 8;    // partial sums of a row's softmax weights
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
 #define ROW_SIMD 1
+#define ROW_NEON 0
+static const int REG_FLOATS = 8;  // floats in a vector register
+#elif defined(__aarch64__) && defined(__ARM_FEATURE_DOTPROD)
+#include <arm_neon.h>
+#define ROW_SIMD 0
+#define ROW_NEON 1
+static const int REG_FLOATS = 4;
 #else
 #define ROW_SIMD 0
+#define ROW_NEON 0
 #endif
 
 // a row's key or value i in its key order: storage entry i of the shared prefix, then its own ancestors'
@@ -100,6 +109,45 @@ static inline void weighted_values(const float* w, const float* vh, int64_t v_po
     }
     for (int c = 0; c < CH; c++) _mm256_storeu_ps(out + 8 * c, acc[c]);
 }
+
+#elif ROW_NEON
+// The same sums as dot, four keys at a time: each key's 16 partial sums in four registers, the tree folded
+// across the keys (every addition of dot's tree, in its order, each lane one key's).
+
+// the dots of q with key[0..3], key k in lane k
+template <int D>
+static inline float32x4_t dots4(const float* q, const float* const* key, int64_t dim) {
+    const int64_t n = D > 0 ? D : dim;
+    float32x4_t acc[4][4];  // key k's partial sums 4c .. 4c + 3 in acc[k][c]
+    for (int k = 0; k < 4; k++)
+        for (int c = 0; c < 4; c++) acc[k][c] = vdupq_n_f32(0.0f);
+    for (int64_t d = 0; d < n; d += LANES) {
+        float32x4_t x[4];
+        for (int c = 0; c < 4; c++) x[c] = vld1q_f32(q + d + 4 * c);
+        for (int k = 0; k < 4; k++)
+            for (int c = 0; c < 4; c++) acc[k][c] = vfmaq_f32(acc[k][c], x[c], vld1q_f32(key[k] + d + 4 * c));
+    }
+    float32x4_t h4[4];  // dot's h4 of key k: (acc[l] + acc[l + 8]) + (acc[l + 4] + acc[l + 12])
+    for (int k = 0; k < 4; k++) h4[k] = vaddq_f32(vaddq_f32(acc[k][0], acc[k][2]), vaddq_f32(acc[k][1], acc[k][3]));
+    // h4[0] + h4[2] of keys 0, 2, 0, 2 (lanes 0 1 of each) and of keys 1, 3; then each key's two of them summed
+    const float32x4_t even = vaddq_f32(vzip1q_f32(h4[0], h4[2]), vzip2q_f32(h4[0], h4[2]));
+    const float32x4_t odd = vaddq_f32(vzip1q_f32(h4[1], h4[3]), vzip2q_f32(h4[1], h4[3]));
+    return vaddq_f32(vzip1q_f32(even, odd), vzip2q_f32(even, odd));
+}
+
+// out[0..4 * CH) += sum over the row's keys i0 .. i1 - 1, in order, of w[i] * value_i[0..4 * CH) (each lane a
+// chain of fmaf, carried in out from one block of keys to the next)
+template <int CH>
+static inline void weighted_values(const float* w, const float* vh, int64_t v_pos_stride, int64_t first,
+                                   const int64_t* mine, int64_t i0, int64_t i1, float* out) {
+    float32x4_t acc[CH];
+    for (int c = 0; c < CH; c++) acc[c] = vld1q_f32(out + 4 * c);
+    for (int64_t i = i0; i < i1; i++) {
+        const float* vv = entry(vh, v_pos_stride, first, mine, i);
+        for (int c = 0; c < CH; c++) acc[c] = vfmaq_n_f32(acc[c], vld1q_f32(vv + 4 * c), w[i]);
+    }
+    for (int c = 0; c < CH; c++) vst1q_f32(out + 4 * c, acc[c]);
+}
 #endif
 
 // scores[g * count + i] = (q_g . key_i) * scale for the group's heads, each key read once for them
@@ -119,6 +167,12 @@ static void scores(const float* q, const float* kh, int64_t k_pos_stride, int64_
             _mm256_storeu_ps(out + g * count + i, _mm256_mul_ps(tree8(h8), _mm256_set1_ps(scale)));
         }
     }
+#elif ROW_NEON
+    for (; i + 4 <= count; i += 4) {
+        const float* key[4];
+        for (int k = 0; k < 4; k++) key[k] = entry(kh, k_pos_stride, first, mine, i + k);
+        for (int64_t g = 0; g < groups; g++) vst1q_f32(out + g * count + i, vmulq_n_f32(dots4<D>(q + g * n, key, n), scale));
+    }
 #endif
     for (; i < count; i++) {
         const float* key = entry(kh, k_pos_stride, first, mine, i);
@@ -136,6 +190,17 @@ static inline float largest(const float* w, int64_t count) {
     float each[8];
     _mm256_storeu_ps(each, lanes);
     for (int l = 0; l < 8; l++) top = each[l] > top ? each[l] : top;
+#elif ROW_NEON
+    float32x4_t low = vdupq_n_f32(-INFINITY), high = low;  // lanes as the AVX2 build's eight: w > top ? w : top
+    for (; i + 8 <= count; i += 8) {
+        const float32x4_t a = vld1q_f32(w + i), b = vld1q_f32(w + i + 4);
+        low = vbslq_f32(vcgtq_f32(a, low), a, low);
+        high = vbslq_f32(vcgtq_f32(b, high), b, high);
+    }
+    float each[8];
+    vst1q_f32(each, low);
+    vst1q_f32(each + 4, high);
+    for (int l = 0; l < 8; l++) top = each[l] > top ? each[l] : top;
 #endif
     for (; i < count; i++) top = w[i] > top ? w[i] : top;
     return top;
@@ -149,6 +214,14 @@ static inline float total_of(const float* w, int64_t count) {
     __m256 lanes = _mm256_setzero_ps();
     for (; i + SUMS <= count; i += SUMS) lanes = _mm256_add_ps(lanes, _mm256_loadu_ps(w + i));
     _mm256_storeu_ps(sums, lanes);
+#elif ROW_NEON
+    float32x4_t low = vdupq_n_f32(0.0f), high = low;
+    for (; i + SUMS <= count; i += SUMS) {
+        low = vaddq_f32(low, vld1q_f32(w + i));
+        high = vaddq_f32(high, vld1q_f32(w + i + 4));
+    }
+    vst1q_f32(sums, low);
+    vst1q_f32(sums + 4, high);
 #endif
     for (; i < count; i++) sums[i % SUMS] = sums[i % SUMS] + w[i];
     return ((sums[0] + sums[4]) + (sums[2] + sums[6])) + ((sums[1] + sums[5]) + (sums[3] + sums[7]));
@@ -175,7 +248,7 @@ static void attend(const float* q, const float* kh, int64_t k_pos_stride, const 
         total[g] = total_of(w, count);
     }
     for (int64_t e = 0; e < groups * n; e++) out[e] = 0.0f;  // head g's sums at out[g * n ..]: then divided
-#if ROW_SIMD
+#if ROW_SIMD || ROW_NEON
     const int64_t keys = L1_VALUES / (4 * n) > 8 ? L1_VALUES / (4 * n) : 8;
     for (int64_t i0 = 0; i0 < count; i0 += keys) {
         const int64_t i1 = i0 + keys < count ? i0 + keys : count;
@@ -183,8 +256,10 @@ static void attend(const float* q, const float* kh, int64_t k_pos_stride, const 
             const float* w = &weights[g * count];
             float* o = out + g * n;
             int64_t d = 0;
-            for (; d + 64 <= n; d += 64) weighted_values<8>(w, vh + d, v_pos_stride, first, mine, i0, i1, o + d);
-            for (; d < n; d += LANES) weighted_values<2>(w, vh + d, v_pos_stride, first, mine, i0, i1, o + d);
+            for (; d + 64 <= n; d += 64)
+                weighted_values<64 / REG_FLOATS>(w, vh + d, v_pos_stride, first, mine, i0, i1, o + d);
+            for (; d < n; d += LANES)
+                weighted_values<LANES / REG_FLOATS>(w, vh + d, v_pos_stride, first, mine, i0, i1, o + d);
         }  // n is a multiple of LANES (row_attention checks): every dim is covered
     }
 #else

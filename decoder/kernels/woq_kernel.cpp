@@ -11,7 +11,13 @@
 // and decodes each weight once, and costs per extra row only its integer dots and two float multiply-adds a
 // group (lookahead's wide passes cost little).
 //
-// Numerics, the same at every instruction-set level (scalar, AVX2, AVX2 + VNNI, AVX-512 VNNI; bit for bit):
+// On ARM64 a chunk is two 128-bit registers (rows 0-3, rows 4-7): the `neon` level multiplies each with one
+// row's 4 activation bytes by `sdot` (ARMv8.2-A dot products, the bytes picked by lane: no broadcast), the
+// `i8mm` level two rows of the pass at once by `usmmla` (two weight rows by two pass rows, 8 codes each, an
+// instruction: chunks k and k + 1 zipped so that a weight row's 8 codes are side by side).
+//
+// Numerics, the same at every instruction-set level (scalar, AVX2, AVX2 + VNNI, AVX-512 VNNI, NEON dot
+// products, NEON + i8mm; bit for bit):
 //   dot  = sum over the group's 32 codes of code * q                          (int32, exact)
 //   acc  = fma((float)dot, scale[n, g] * d[m, g], acc)                         (float32, group by group)
 //   acc  = fma(offset[n, g], d[m, g] * sum(q over the group), acc)
@@ -20,8 +26,9 @@
 // rows it falls in or the thread that runs it: a lookahead pass computes for each of its rows exactly what a
 // one-token greedy pass computes.
 //
-// Built by decoder/woq_native.py for one instruction-set level (-march=x86-64, haswell or native), loaded with
-// ctypes; woq_isa() names the level a build runs.
+// Built by decoder/woq_native.py for one instruction-set level (decoder/kernels/isa.py: -march=x86-64, haswell
+// and AVX-512 flags; armv8-a, armv8.2-a+dotprod, +i8mm), loaded with ctypes; woq_isa() names the level a build
+// runs.
 
 #include <math.h>
 #include <stdint.h>
@@ -45,7 +52,22 @@ static const char* const ISA = "avx2";
 #else
 #define WOQ_SIMD 0
 #define WOQ_VNNI 0
+#if defined(__aarch64__) && defined(__ARM_FEATURE_DOTPROD)
+#include <arm_neon.h>
+#if defined(__ARM_FEATURE_MATMUL_INT8)
+#define WOQ_NEON 2
+static const char* const ISA = "neon-i8mm";
+#else
+#define WOQ_NEON 1
+static const char* const ISA = "neon-dotprod";
+#endif
+#else
+#define WOQ_NEON 0
 static const char* const ISA = "scalar";
+#endif
+#endif
+#ifndef WOQ_NEON
+#define WOQ_NEON 0
 #endif
 
 enum Layout { NIBBLES = 4, NIBBLES_HIGH_BIT = 5, BYTES = 8 };
@@ -155,6 +177,59 @@ static inline void scales8(int mode, float zero, const uint8_t* p, F8* s, F8* o)
         default:
             s->v = _mm256_loadu_ps((const float*)p);
             o->v = _mm256_loadu_ps((const float*)(p + 32));
+    }
+}
+
+#elif WOQ_NEON
+// ---- ARM64 levels: a tile's 8 lanes of float or int32 in two 128-bit registers (rows 0-3, rows 4-7)
+
+struct I8 {
+    int32x4_t lo, hi;
+};
+
+struct F8 {
+    float32x4_t lo, hi;
+};
+static inline F8 f_zero() { return {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)}; }
+static inline void f_store(F8 a, float* p) {
+    vst1q_f32(p, a.lo);
+    vst1q_f32(p + 4, a.hi);
+}
+// acc + dot * (s * d) + o * xo, in that order of roundings
+static inline float32x4_t f_step4(float32x4_t acc, int32x4_t dot, float32x4_t s, float d, float32x4_t o, float xo) {
+    const float32x4_t a = vfmaq_f32(acc, vcvtq_f32_s32(dot), vmulq_n_f32(s, d));
+    return vfmaq_n_f32(a, o, xo);
+}
+static inline F8 f_step(F8 acc, I8 dot, F8 s, float d, F8 o, float xo) {
+    return {f_step4(acc.lo, dot.lo, s.lo, d, o.lo, xo), f_step4(acc.hi, dot.hi, s.hi, d, o.hi, xo)};
+}
+static inline F8 f_mul(F8 a, F8 b) { return {vmulq_f32(a.lo, b.lo), vmulq_f32(a.hi, b.hi)}; }
+static inline F8 halves(const uint8_t* p) {  // exact, as half_to_float
+    const float16x8_t h = vreinterpretq_f16_u8(vld1q_u8(p));
+    return {vcvt_f32_f16(vget_low_f16(h)), vcvt_high_f32_f16(h)};
+}
+static inline F8 bytes8(const uint8_t* p) {
+    const uint16x8_t wide = vmovl_u8(vld1_u8(p));
+    return {vcvtq_f32_u32(vmovl_u16(vget_low_u16(wide))), vcvtq_f32_u32(vmovl_high_u16(wide))};
+}
+static inline F8 floats8(const uint8_t* p) { return {vld1q_f32((const float*)p), vld1q_f32((const float*)p + 4)}; }
+static inline void scales8(int mode, float zero, const uint8_t* p, F8* s, F8* o) {
+    switch (mode) {
+        case HALF_ZERO:
+            *s = halves(p);
+            *o = {vmulq_n_f32(s->lo, -zero), vmulq_n_f32(s->hi, -zero)};
+            return;
+        case HALF_PAIR:
+            *s = halves(p);
+            *o = halves(p + 16);
+            return;
+        case K_QUANT:
+            *s = f_mul(halves(p), bytes8(p + 32));
+            *o = f_mul(halves(p + 16), bytes8(p + 40));
+            return;
+        default:
+            *s = floats8(p);
+            *o = floats8(p + 32);
     }
 }
 
@@ -284,6 +359,96 @@ static inline __m256i chunk(const uint8_t* c, int k) {
     }
     return v;
 }
+
+#elif WOQ_NEON
+// ---- ARM64 levels: chunk by chunk, each chunk's two halves (rows 0-3, rows 4-7) decoded once
+
+// half h (0: rows 0-3, 1: rows 4-7) of chunk k of a tile-group's codes, as unsigned bytes
+template <int LAYOUT>
+static inline uint8x16_t chunk_half(const uint8_t* c, int k, int h) {
+    if (LAYOUT == BYTES) return vld1q_u8(c + 32 * k + 16 * h);
+    const uint8x16_t v = vld1q_u8(c + 32 * (k & 3) + 16 * h);
+    const uint8x16_t nibble = k >= 4 ? vshrq_n_u8(v, 4) : vandq_u8(v, vdupq_n_u8(15));
+    if (LAYOUT == NIBBLES) return nibble;
+    // bit k of byte 4j+b: the fifth bit of chunk k's code, moved to bit 4 (a negative shift moves right)
+    const uint8x16_t at4 = vshlq_u8(vld1q_u8(c + 128 + 16 * h), vdupq_n_s8((int8_t)(4 - k)));
+    return vorrq_u8(nibble, vandq_u8(at4, vdupq_n_u8(16)));
+}
+
+// as sdot's signed operand: 4- and 5-bit codes as they are, bytes as code - 128
+template <int LAYOUT>
+static inline int8x16_t signed_half(const uint8_t* c, int k, int h) {
+    const uint8x16_t v = chunk_half<LAYOUT>(c, k, h);
+    return vreinterpretq_s8_u8(LAYOUT == BYTES ? veorq_u8(v, vdupq_n_u8(0x80)) : v);
+}
+
+// chunks K .. 7 against rows 0 .. MT - 1 by sdot: each half with the row's 4 activation bytes of chunk K, lane
+// K % 4 of its K / 4-th 16 bytes (a constant lane: the chunks are unrolled by the template)
+template <int LAYOUT, int MT, int K>
+static inline void sdot_chunks(const uint8_t* c, const int8_t* q, I8* dot) {
+    const int8x16_t lo = signed_half<LAYOUT>(c, K, 0), hi = signed_half<LAYOUT>(c, K, 1);
+    for (int m = 0; m < MT; m++) {
+        const int8x16_t x = vld1q_s8(q + m * GROUP + 16 * (K / 4));
+        dot[m].lo = vdotq_laneq_s32(dot[m].lo, lo, x, K % 4);
+        dot[m].hi = vdotq_laneq_s32(dot[m].hi, hi, x, K % 4);
+    }
+    if constexpr (K + 1 < CHUNKS) sdot_chunks<LAYOUT, MT, K + 1>(c, q, dot);
+}
+
+// each row's exact integer dots of the tile-group's codes with its 32 activations (as group_dot) by sdot;
+// bytes: (code - 128) . q + 128 sum(q)
+template <int LAYOUT, int MT>
+static inline void sdot_rows(const uint8_t* c, const int8_t* q, const int32_t* qsum, I8* dot) {
+    for (int m = 0; m < MT; m++) {
+        const int32x4_t start = vdupq_n_s32(LAYOUT == BYTES ? 128 * qsum[m] : 0);
+        dot[m] = {start, start};
+    }
+    sdot_chunks<LAYOUT, MT, 0>(c, q, dot);
+}
+#endif
+
+#if WOQ_NEON == 2
+// chunk pairs P .. 3 (chunks 2P and 2P + 1 zipped: each weight row's 8 codes 8P .. 8P + 7 side by side) against
+// the pairs of rows of the pass by usmmla: acc[4 r + i] += [w(2i) . x(2r), w(2i) . x(2r + 1), w(2i + 1) . x(2r),
+// w(2i + 1) . x(2r + 1)] over those 8 codes
+template <int LAYOUT, int PAIRS, int P>
+static inline void mmla_chunks(const uint8_t* c, const int8_t* q, int32x4_t* acc) {
+    const uint32x4_t a0 = vreinterpretq_u32_u8(chunk_half<LAYOUT>(c, 2 * P, 0));
+    const uint32x4_t b0 = vreinterpretq_u32_u8(chunk_half<LAYOUT>(c, 2 * P + 1, 0));
+    const uint32x4_t a1 = vreinterpretq_u32_u8(chunk_half<LAYOUT>(c, 2 * P, 1));
+    const uint32x4_t b1 = vreinterpretq_u32_u8(chunk_half<LAYOUT>(c, 2 * P + 1, 1));
+    const uint8x16_t w[4] = {vreinterpretq_u8_u32(vzip1q_u32(a0, b0)), vreinterpretq_u8_u32(vzip2q_u32(a0, b0)),
+                             vreinterpretq_u8_u32(vzip1q_u32(a1, b1)), vreinterpretq_u8_u32(vzip2q_u32(a1, b1))};
+    for (int r = 0; r < PAIRS; r++) {
+        const int8x16_t x = vcombine_s8(vld1_s8(q + 2 * r * GROUP + 8 * P), vld1_s8(q + (2 * r + 1) * GROUP + 8 * P));
+        for (int i = 0; i < 4; i++) acc[4 * r + i] = vusmmlaq_s32(acc[4 * r + i], w[i], x);
+    }
+    if constexpr (P + 1 < CHUNKS / 2) mmla_chunks<LAYOUT, PAIRS, P + 1>(c, q, acc);
+}
+
+// each row's exact integer dots of the tile-group's codes with its 32 activations (as group_dot): rows two by
+// two by usmmla (unsigned codes of every layout as they are), an odd last row by sdot
+template <int LAYOUT, int MT>
+static inline void group_dots(const uint8_t* c, const int8_t* q, const int32_t* qsum, I8* dot) {
+    constexpr int PAIRS = MT / 2;
+    if constexpr (PAIRS > 0) {
+        int32x4_t acc[4 * PAIRS];
+        for (int i = 0; i < 4 * PAIRS; i++) acc[i] = vdupq_n_s32(0);
+        mmla_chunks<LAYOUT, PAIRS, 0>(c, q, acc);
+        for (int r = 0; r < PAIRS; r++) {  // even lanes: pass row 2r; odd lanes: pass row 2r + 1
+            const int32x4_t* a = acc + 4 * r;
+            dot[2 * r] = {vuzp1q_s32(a[0], a[1]), vuzp1q_s32(a[2], a[3])};
+            dot[2 * r + 1] = {vuzp2q_s32(a[0], a[1]), vuzp2q_s32(a[2], a[3])};
+        }
+    }
+    if constexpr (MT % 2 == 1) sdot_rows<LAYOUT, 1>(c, q + (MT - 1) * GROUP, qsum + MT - 1, dot + MT - 1);
+}
+
+#elif WOQ_NEON
+template <int LAYOUT, int MT>
+static inline void group_dots(const uint8_t* c, const int8_t* q, const int32_t* qsum, I8* dot) {
+    sdot_rows<LAYOUT, MT>(c, q, qsum, dot);
+}
 #endif
 
 #if WOQ_VNNI
@@ -354,7 +519,7 @@ static inline void group_dots(const uint8_t* c, const int8_t* q, const int32_t* 
     }
 }
 
-#else
+#elif !WOQ_NEON
 // each row's exact integer dots of the tile-group's codes: decoded once, then one group_dot per row
 template <int LAYOUT, int MT>
 static inline void group_dots(const uint8_t* c, const int8_t* q, const int32_t* qsum, I8* dot) {
@@ -377,6 +542,8 @@ __attribute__((noinline)) static void block(const Tiled& w, int64_t t, const Act
         // (3-4 KB) ahead: at 8 rows a block takes long enough that 4 ahead arrived late
         for (int64_t ahead = 0; ahead < w.block; ahead += 64)
             _mm_prefetch((const char*)(p + PREFETCH_BLOCKS * w.block + ahead), _MM_HINT_T0);
+#elif WOQ_NEON
+        for (int64_t ahead = 0; ahead < w.block; ahead += 64) __builtin_prefetch(p + PREFETCH_BLOCKS * w.block + ahead, 0, 3);
 #endif
         const int64_t at = g * a.batch + m0;  // row m0's group g; row m0 + m's is m after it
         I8 dot[MT];
@@ -388,7 +555,7 @@ __attribute__((noinline)) static void block(const Tiled& w, int64_t t, const Act
     store_block<MT>(w, t, acc, m0);
 }
 
-#if WOQ_SIMD
+#if WOQ_SIMD || WOQ_NEON
 static const int ROW_TILE = 8;  // rows of the pass a decoded tile serves from registers
 #else
 static const int ROW_TILE = 4;
@@ -499,6 +666,6 @@ int woq_dequantize(const Job* job, float* out32, uint16_t* out16, int threads) {
 // bytes of one tile-group: its scales, then its codes
 int64_t woq_block_bytes(int64_t layout, int64_t mode) { return scale_bytes((int)mode) + code_bytes((int)layout); }
 
-// the instruction-set level this build runs: scalar, avx2, avx2-vnni or avx512-vnni
+// the instruction-set level this build runs: scalar, avx2, avx2-vnni, avx512-vnni, neon-dotprod or neon-i8mm
 const char* woq_isa(void) { return ISA; }
 }

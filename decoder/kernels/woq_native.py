@@ -2,14 +2,16 @@
 product (decoder/woq_kernel.cpp) and the decoding passes' row attention (decoder/row_kernel.cpp).
 
 The library is compiled on first use with the machine's C++ compiler for one instruction-set level
-(:data:`LEVELS`: scalar C++, AVX2 + FMA, AVX2 + AVX-VNNI, AVX-512 VNNI; by default the best this CPU runs,
-``$LOOKAHEAD_LSP_NATIVE_ISA`` names another it runs) into the cache directory, keyed by the source, the flags,
-the compiler and the CPU's flags, so a cache shared between machines never hands one CPU another's build. Every
-level computes the same bits (decoder/woq_kernel.cpp), so one machine tests and measures them all.
-It joins PyTorch's OpenMP runtime (the ``libgomp`` torch has loaded), so it uses torch's thread count
-without a second pool. No compiler, a failed build or a wrong answer on a probe: :func:`native_kernel` returns
-None and the callers keep ATen's int4 kernel (decoder/packed_linear.py) and the flash-attention row plan
-(decoder/row_attention.py); the reason is logged once.
+(decoder/kernels/isa.py: on x86-64 scalar C++, AVX2 + FMA, AVX2 + AVX-VNNI, AVX-512 VNNI; on ARM64 scalar C++,
+NEON dot products, NEON + i8mm; by default the best this CPU runs, ``$LOOKAHEAD_LSP_NATIVE_ISA`` names another
+it runs) into the cache directory, keyed by the source, the flags, the compiler and the CPU's flags, so a cache
+shared between machines never hands one CPU another's build. Every level computes the same bits
+(decoder/woq_kernel.cpp), so one machine tests and measures them all (the ARM64 levels: under emulation,
+tests/decoder/test_arm_kernels.py). It joins PyTorch's OpenMP runtime (the ``libgomp`` torch has loaded; on
+macOS, Apple's clang and torch's ``libomp.dylib``), so it uses torch's thread count without a second pool.
+No compiler, a failed build or a wrong answer on a probe: :func:`native_kernel` returns None and the callers
+keep ATen's int4 kernel (decoder/packed_linear.py) and the flash-attention row plan (decoder/row_attention.py);
+the reason is logged once.
 
 ``$LOOKAHEAD_LSP_NATIVE=0`` turns the native kernel off (for comparisons: ``lookahead-lsp bench-passes``).
 """
@@ -24,13 +26,14 @@ import os
 import platform
 import shutil
 import subprocess
+import sys
 import tempfile
 from importlib import resources
 from pathlib import Path
 
 import torch
 
-from lookahead_lsp.decoder.kernels.isa import LEVELS, chosen_level
+from lookahead_lsp.decoder.kernels.isa import architecture, chosen_level, cpu_flag_set, machine_levels
 from lookahead_lsp.decoder.kernels.woq_layout import LAYOUTS, WoqJob, WoqProduct, WoqWeight, fill_job, woq_state
 from lookahead_lsp.decoder.weights.cache import cache_root
 from lookahead_lsp.decoder.weights.gguf_blocks import AffineGroups
@@ -39,16 +42,9 @@ logger = logging.getLogger(__name__)
 
 SOURCES = ("woq_kernel.cpp", "row_kernel.cpp", "layer_kernel.cpp")  # matrix products, attention, per-row steps
 HEADERS = ("native_math.h",)  # included by the sources: part of the build's key, never compiled alone
-FLAGS = (
-    "-O3",
-    "-mtune=native",
-    "-fopenmp",
-    "-shared",
-    "-fPIC",
-    "-std=c++17",
-    "-ffp-contract=off",
-    "-fno-trapping-math",
-)
+# the numerics, the same for every build of every level (a multiply and an add stay two roundings unless the
+# source writes fmaf, whatever the compiler's default contraction)
+FLAGS = ("-O3", "-std=c++17", "-ffp-contract=off", "-fno-trapping-math")
 OFF_ENV = "LOOKAHEAD_LSP_NATIVE"
 
 
@@ -175,14 +171,28 @@ def compiler() -> str | None:
 
 
 def cpu_flags() -> str:
-    """The CPU's feature flags (Linux), else the processor's name: part of the build's key."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith(("flags", "Features")):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+    """The CPU's feature flags, else the processor's name: part of the build's key."""
+    return " ".join(sorted(cpu_flag_set())) or platform.processor() or platform.machine()
+
+
+def compile_flags(level: str, machine: str | None = None) -> tuple[str, ...]:
+    """The flags that decide what ``level`` (of ``machine``'s architecture, this one's by default) computes:
+    :data:`FLAGS` and the level's ``-march``; a library build (:func:`library_flags`) and the ARM64 test driver
+    (tests/decoder/test_arm_kernels.py) both compile with them."""
+    return FLAGS + machine_levels(machine)[level].flags
+
+
+def library_flags(system: str = sys.platform, torch_lib: Path | None = None) -> tuple[str, ...]:
+    """The flags that make a shared library joined to torch's OpenMP runtime: ``-fopenmp`` (GCC's libgomp,
+    which torch's Linux wheels load); on macOS a ``.dylib`` from Apple's clang, which takes OpenMP as a
+    preprocessor flag and links torch's own ``libomp.dylib`` (``torch_lib``: torch's ``lib`` directory; none
+    there: no OpenMP, the kernel runs its loops on one thread)."""
+    if system != "darwin":
+        return ("-mtune=native", "-fopenmp", "-shared", "-fPIC")
+    lib = torch_lib if torch_lib is not None else Path(torch.__file__).parent / "lib"
+    if not (lib / "libomp.dylib").is_file():
+        return ("-dynamiclib",)
+    return ("-dynamiclib", "-Xpreprocessor", "-fopenmp", f"-L{lib}", "-lomp", f"-Wl,-rpath,{lib}")
 
 
 def _compiler_version(cxx: str) -> str:
@@ -193,17 +203,23 @@ def _compiler_version(cxx: str) -> str:
     return done.stdout
 
 
-def build(root: Path, cxx: str, level: str) -> Path:
-    """The kernel library for ``level`` (one of :data:`LEVELS`) under ``root``, compiled now unless already there
-    (written to a temporary name and renamed: never half a library). RuntimeError with the compiler's message
-    on failure."""
+def kernel_sources() -> dict[str, bytes]:
+    """The kernel's sources and headers by file name (decoder/kernels/)."""
     package = resources.files("lookahead_lsp.decoder.kernels")
-    sources = {name: package.joinpath(name).read_bytes() for name in SOURCES + HEADERS}
-    flags = FLAGS + LEVELS[level].flags
+    return {name: package.joinpath(name).read_bytes() for name in SOURCES + HEADERS}
+
+
+def build(root: Path, cxx: str, level: str) -> Path:
+    """The kernel library for ``level`` (one of this machine's levels: decoder/kernels/isa.py) under ``root``,
+    compiled now unless already there (written to a temporary name and renamed: never half a library).
+    RuntimeError with the compiler's message on failure."""
+    sources = kernel_sources()
+    flags = compile_flags(level) + library_flags()
     key = hashlib.sha256(
         b"\0".join([*sources.values(), " ".join(flags).encode(), _compiler_version(cxx).encode(), cpu_flags().encode()])
     ).hexdigest()[:20]
-    target = root / "native-v2" / f"woq-{level}-{key}.so"
+    suffix = ".dylib" if sys.platform == "darwin" else ".so"
+    target = root / "native-v2" / f"woq-{level}-{key}{suffix}"
     if target.is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -262,8 +278,8 @@ def probe(kernel: WoqKernel) -> bool:
 def load_kernel(root: Path, cxx: str | None, level: str | None = None) -> WoqKernel | None:
     """The kernel for ``level`` (default: :func:`decoder.isa.chosen_level`) built with ``cxx`` under ``root``
     and probed; None where it cannot be had (reason logged)."""
-    if platform.machine().lower() not in ("x86_64", "amd64"):
-        logger.info("native kernel: x86-64 only; ATen's int4 kernel instead")
+    if architecture() == "other":
+        logger.info("native kernel: x86-64 and ARM64 only; ATen's int4 kernel instead")
         return None
     if cxx is None:
         logger.warning("no C++ compiler: decoding on ATen's int4 kernel (slower); install g++ for the native one")
