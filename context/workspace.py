@@ -85,6 +85,7 @@ class ScannedFile:
 class ScanResult:
     files: list[ScannedFile] = field(default_factory=list)
     skipped: Counter[str] = field(default_factory=Counter)
+    dirs: list[Path] = field(default_factory=list)  # the directories the scan read (the root first)
 
 
 # ---------------------------------------------------------------------------------------------- pure rules
@@ -322,6 +323,7 @@ class _Walker:
         if rel_dir and any(e.name == VENV_MARKER for e in entries):
             self.skip(Skip.VIRTUALENV)
             return
+        self.result.dirs.append(directory)
         spec = _read_gitignore(directory) if any(e.name == ".gitignore" for e in entries) else None
         if spec is not None:
             layers = [*layers, (rel_dir, spec)]

@@ -121,6 +121,7 @@ class WorkspaceIndex:
         index: NgramIndex | None = None,
         debounce_s: float = 0.2,
         vocab_limit: int | None = None,
+        on_watch_limit: Callable[[str], None] | None = None,
     ) -> None:
         self.roots = [Path(r).resolve() for r in roots]
         self.config = config
@@ -138,7 +139,13 @@ class WorkspaceIndex:
         self._listeners: list[ListenerFn] = []
         self._halt = threading.Event()  # set by stop(): a reconcile on the watcher's thread ends at its next chunk
         self._watcher = WorkspaceWatcher(
-            self.roots, self._on_disk_change, config, debounce_s, self._resync, on_changes=self._on_disk_changes
+            self.roots,
+            self._on_disk_change,
+            config,
+            debounce_s,
+            self._resync,
+            on_changes=self._on_disk_changes,
+            on_limit=on_watch_limit,
         )
 
     @classmethod
@@ -281,6 +288,10 @@ class WorkspaceIndex:
         """Watch the roots; a first rescan catches what changed while the index was being built."""
         self._watcher.start()
         self._watcher.request_resync(0.0)
+
+    def watching(self) -> dict[str, Any] | None:
+        """The watcher's state (backend, watches, overflows, rescans, polling); None when not watching."""
+        return self._watcher.describe() if self._watcher.running else None
 
     def reconcile(self, halted: Callable[[], bool] = lambda: False) -> int:
         """Bring the index in line with the disk: rescan (stat only), re-read what changed, drop what is gone.

@@ -29,6 +29,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bench-index": ("evaluation.commands.index", "The workspace n-gram index at workspace scale."),
     "bench-passes": ("evaluation.commands.passes", "Forward-pass time by tokens: ours and transformers'."),
     "bench-memory": ("evaluation.commands.memory", "The daemon's resident memory over rounds of documents."),
+    "bench-idle": ("evaluation.commands.idle", "The idle daemon in a workspace with a virtualenv: CPU, watches."),
 }
 """Subcommand -> (module under ``lookahead_lsp``, help)."""
 

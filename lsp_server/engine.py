@@ -24,10 +24,13 @@ from lookahead_lsp.lsp_server.workspace_context import WorkspaceContext
 class Engine:
     """The model host and the workspace context for the server and the ``complete`` command."""
 
-    def __init__(self, config: Config, roots: Sequence[Path], events: EngineEvents | None = None) -> None:
+    def __init__(
+        self, config: Config, roots: Sequence[Path], events: EngineEvents | None = None, watch: bool = True
+    ) -> None:
+        """``watch``: keep the workspace index current from filesystem events (False: a one-shot completion)."""
         events = events or QuietEvents()
         self.host = ModelHost(config, events)
-        self.workspace = WorkspaceContext(roots, events)
+        self.workspace = WorkspaceContext(roots, events, watch)
 
     # ---- lifecycle -------------------------------------------------------------------------------
 

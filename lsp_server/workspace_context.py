@@ -95,9 +95,10 @@ class DocumentUpdates:
 class WorkspaceContext:
     """Snippets, the workspace index, document updates and the prompt's paths for one set of roots."""
 
-    def __init__(self, roots: Sequence[Path], events: EngineEvents) -> None:
+    def __init__(self, roots: Sequence[Path], events: EngineEvents, watch: bool = True) -> None:
         self.roots = [Path(r) for r in roots]
         self.events = events
+        self.watch = watch  # keep the index current from filesystem events (not for a one-shot completion)
         self.on_context_change: Callable[[Path], None] | None = None  # another file's text reached the indexes
         self._index: WorkspaceIndex | None = None
         self._snippets = SnippetIndex()
@@ -191,7 +192,7 @@ class WorkspaceContext:
             return
         try:
             settings = WorkspaceConfig(include=config.include, exclude=config.exclude)
-            index = WorkspaceIndex.for_tokenizer(list(self.roots), tokenizer, settings)
+            index = WorkspaceIndex.for_tokenizer(list(self.roots), tokenizer, settings, on_watch_limit=self._notice)
             index.build(progress=lambda message, fraction: self.events.progress("index", message, fraction))
         except Exception as exc:
             log.exception("indexing failed")
@@ -205,11 +206,15 @@ class WorkspaceContext:
             _stop_index(index)
             return
         index.add_listener(lambda path, text: self._snippet_text(Path(path), text))
-        try:
-            index.start_watching()
-        except Exception:
-            log.exception("watching the workspace failed")
+        if self.watch:
+            try:
+                index.start_watching()
+            except Exception:
+                log.exception("watching the workspace failed")
         self.events.finished("index", "workspace indexed")
+
+    def _notice(self, message: str) -> None:
+        self.events.notice(message, False)
 
     def reindex(self, tokenizer: Any, config: Config, current: Callable[[], bool]) -> None:
         """Drop the index and build it again from scratch on a daemon thread."""
@@ -233,7 +238,8 @@ class WorkspaceContext:
         """The index state for ``lookahead.stats``."""
         index = self._index
         stats = index.stats.to_dict() if index is not None else None
-        return {"enabled": enabled, "ready": index is not None, "stats": stats}
+        watching = index.watching() if index is not None else None
+        return {"enabled": enabled, "ready": index is not None, "stats": stats, "watching": watching}
 
 
 def _stop_index(index: WorkspaceIndex) -> None:

@@ -97,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
         index_enabled=not args.no_index,
         max_new_tokens=args.max_new_tokens or Config.max_new_tokens,
     )
-    engine = Engine(config, [args.workspace or repo_root(path)])
+    engine = Engine(config, [args.workspace or repo_root(path)], watch=False)  # one shot: no watcher
     try:
         engine.load_now()
     except ModelLoadError as exc:

@@ -98,3 +98,26 @@ def test_the_cli_returns_the_whole_completion_unless_asked_to_emulate_deadlines(
     assert len(whole["token_ids"]) == 40 and whole["stats"]["finish_reason"] == "length"
     assert first["stats"]["finish_reason"] == "stop" and len(first["token_ids"]) < 40
     assert whole["text"].startswith(first["text"]) and len(first["text"]) < len(whole["text"])
+
+
+def test_one_shot_completion_starts_no_watcher_and_warns_of_nothing(
+    source: Path, tiny_model_dir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In a checkout with a virtualenv and node_modules, a one-shot completion indexes the code but watches
+    nothing (it ends before any change could matter) and prints only the completion."""
+    from lookahead_lsp.context.watcher import WorkspaceWatcher
+
+    root = source.parent.parent
+    for n in range(200):
+        (root / ".venv" / "lib" / f"p{n}").mkdir(parents=True)
+        (root / "node_modules" / f"m{n}").mkdir(parents=True)
+    (root / ".venv" / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    started: list[object] = []
+    real_start = WorkspaceWatcher.start
+    monkeypatch.setattr(WorkspaceWatcher, "start", lambda self: (started.append(self), real_start(self)))
+    args = ["complete", str(source), "--line", "5", "--character", "11", "--model", str(tiny_model_dir)]
+    assert main(["--log-level", "info", *args, "--max-new-tokens", "4"]) == 0
+    captured = capsys.readouterr()
+    assert started == []
+    assert "WARNING" not in captured.err and "workspace index" in captured.err.lower()
+    assert captured.out.endswith("\n") and len(captured.out.strip()) > 0
