@@ -193,6 +193,11 @@ def config_reason(
     return None
 
 
+def dir_excluded(rel: str, exclude: GitIgnoreSpec | None) -> str | None:
+    """The exclude setting's verdict for a directory itself (``vendor/`` leaves the whole tree out, unread)."""
+    return Skip.EXCLUDED if exclude is not None and exclude.match_file(rel + "/") else None
+
+
 def skip_dir_reason(name: str, config: WorkspaceConfig) -> str | None:
     if name in config.skip_dirs or name.endswith(SKIP_DIR_SUFFIXES):
         return Skip.SKIPPED_DIR
@@ -374,7 +379,9 @@ class _Walker:
             return Skip.SKIPPED_DIR
         if is_ignored(layers, rel, is_dir):
             return Skip.IGNORED
-        return None if is_dir else config_reason(self.config, rel, self.include, self.exclude)
+        if is_dir:
+            return dir_excluded(rel, self.exclude)
+        return config_reason(self.config, rel, self.include, self.exclude)
 
 
 def scan(root: Path, config: WorkspaceConfig = DEFAULT_CONFIG) -> ScanResult:
@@ -436,6 +443,8 @@ class PathFilter:
                     return Skip.VIRTUALENV
             if is_ignored(layers, rel, is_dir=not last or is_dir):
                 return Skip.IGNORED
+            if (not last or is_dir) and dir_excluded(rel, self.exclude):
+                return Skip.EXCLUDED
         if os.path.realpath(path) != str(path) and not is_within(Path(os.path.realpath(path)), self.root):
             return Skip.SYMLINK_ESCAPE
         return None if is_dir else config_reason(self.config, "/".join(parts), self.include, self.exclude)

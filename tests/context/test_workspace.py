@@ -102,6 +102,9 @@ def test_include_exclude_globs_and_max_files(tmp_path: Path) -> None:
     result = scan(tmp_path, config)
     assert {f.rel for f in result.files} == {"a.py", "b.js"}
     assert result.skipped[Skip.NOT_INCLUDED] == 1 and result.skipped[Skip.EXCLUDED] == 1
+    assert result.dirs == [tmp_path.resolve()]  # an excluded directory is never read (nor watched)
+    assert PathFilter(tmp_path, config).reason(tmp_path / "tests" / "sub", is_dir=True) == Skip.EXCLUDED
+    assert PathFilter(tmp_path, config).reason(tmp_path / "tests" / "c.py") == Skip.EXCLUDED
     limited = scan(tmp_path, WorkspaceConfig(max_files=2))
     assert len(limited.files) == 2 and limited.skipped[Skip.MAX_FILES] == 1
 
