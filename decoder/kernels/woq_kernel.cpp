@@ -14,7 +14,8 @@
 // On ARM64 a chunk is two 128-bit registers (rows 0-3, rows 4-7): the `neon` level multiplies each with one
 // row's 4 activation bytes by `sdot` (ARMv8.2-A dot products, the bytes picked by lane: no broadcast), the
 // `i8mm` level two rows of the pass at once by `usmmla` (two weight rows by two pass rows, 8 codes each, an
-// instruction: chunks k and k + 1 zipped so that a weight row's 8 codes are side by side).
+// instruction: chunks k and k + 1 zipped so that a weight row's 8 codes are side by side; a pair of rows'
+// activations in four registers by one `ld4`) and an odd last row by `usdot`.
 //
 // Numerics, the same at every instruction-set level (scalar, AVX2, AVX2 + VNNI, AVX-512 VNNI, NEON dot
 // products, NEON + i8mm; bit for bit):
@@ -375,79 +376,85 @@ static inline uint8x16_t chunk_half(const uint8_t* c, int k, int h) {
     return vorrq_u8(nibble, vandq_u8(at4, vdupq_n_u8(16)));
 }
 
-// as sdot's signed operand: 4- and 5-bit codes as they are, bytes as code - 128
-template <int LAYOUT>
-static inline int8x16_t signed_half(const uint8_t* c, int k, int h) {
-    const uint8x16_t v = chunk_half<LAYOUT>(c, k, h);
-    return vreinterpretq_s8_u8(LAYOUT == BYTES ? veorq_u8(v, vdupq_n_u8(0x80)) : v);
+// acc + the dots of each 4 codes of a chunk half with the 4 activation bytes in lane LANE of x: usdot where i8mm
+// has it (unsigned codes as they are), else sdot (4- and 5-bit codes as they are, bytes as code - 128)
+template <int LAYOUT, int LANE>
+static inline int32x4_t lane_dot(int32x4_t acc, uint8x16_t codes, int8x16_t x) {
+#if WOQ_NEON == 2
+    return vusdotq_laneq_s32(acc, codes, x, LANE);
+#else
+    const uint8x16_t shifted = LAYOUT == BYTES ? veorq_u8(codes, vdupq_n_u8(0x80)) : codes;
+    return vdotq_laneq_s32(acc, vreinterpretq_s8_u8(shifted), x, LANE);
+#endif
 }
+static const int32_t BYTES_SHIFT = WOQ_NEON == 2 ? 0 : 128;  // what lane_dot takes away from each byte code
 
-// chunks K .. 7 against rows 0 .. MT - 1 by sdot: each half with the row's 4 activation bytes of chunk K, lane
-// K % 4 of its K / 4-th 16 bytes (a constant lane: the chunks are unrolled by the template)
+// chunks K .. 7 against rows 0 .. MT - 1, lane by lane: each half with the row's 4 activation bytes of chunk K,
+// lane K % 4 of its K / 4-th 16 bytes (a constant lane: the chunks are unrolled by the template)
 template <int LAYOUT, int MT, int K>
-static inline void sdot_chunks(const uint8_t* c, const int8_t* q, I8* dot) {
-    const int8x16_t lo = signed_half<LAYOUT>(c, K, 0), hi = signed_half<LAYOUT>(c, K, 1);
+static inline void lane_chunks(const uint8_t* c, const int8_t* q, I8* dot) {
+    const uint8x16_t lo = chunk_half<LAYOUT>(c, K, 0), hi = chunk_half<LAYOUT>(c, K, 1);
     for (int m = 0; m < MT; m++) {
         const int8x16_t x = vld1q_s8(q + m * GROUP + 16 * (K / 4));
-        dot[m].lo = vdotq_laneq_s32(dot[m].lo, lo, x, K % 4);
-        dot[m].hi = vdotq_laneq_s32(dot[m].hi, hi, x, K % 4);
+        dot[m].lo = lane_dot<LAYOUT, K % 4>(dot[m].lo, lo, x);
+        dot[m].hi = lane_dot<LAYOUT, K % 4>(dot[m].hi, hi, x);
     }
-    if constexpr (K + 1 < CHUNKS) sdot_chunks<LAYOUT, MT, K + 1>(c, q, dot);
+    if constexpr (K + 1 < CHUNKS) lane_chunks<LAYOUT, MT, K + 1>(c, q, dot);
 }
 
-// each row's exact integer dots of the tile-group's codes with its 32 activations (as group_dot) by sdot;
-// bytes: (code - 128) . q + 128 sum(q)
+// each row's exact integer dots of the tile-group's codes with its 32 activations (as group_dot), lane by
+// lane; bytes less BYTES_SHIFT: (code - shift) . q + shift * sum(q)
 template <int LAYOUT, int MT>
-static inline void sdot_rows(const uint8_t* c, const int8_t* q, const int32_t* qsum, I8* dot) {
+static inline void lane_rows(const uint8_t* c, const int8_t* q, const int32_t* qsum, I8* dot) {
     for (int m = 0; m < MT; m++) {
-        const int32x4_t start = vdupq_n_s32(LAYOUT == BYTES ? 128 * qsum[m] : 0);
+        const int32x4_t start = vdupq_n_s32(LAYOUT == BYTES ? BYTES_SHIFT * qsum[m] : 0);
         dot[m] = {start, start};
     }
-    sdot_chunks<LAYOUT, MT, 0>(c, q, dot);
+    lane_chunks<LAYOUT, MT, 0>(c, q, dot);
 }
 #endif
 
 #if WOQ_NEON == 2
 // chunk pairs P .. 3 (chunks 2P and 2P + 1 zipped: each weight row's 8 codes 8P .. 8P + 7 side by side) against
 // the pairs of rows of the pass by usmmla: acc[4 r + i] += [w(2i) . x(2r), w(2i) . x(2r + 1), w(2i + 1) . x(2r),
-// w(2i + 1) . x(2r + 1)] over those 8 codes
+// w(2i + 1) . x(2r + 1)] over those 8 codes; x[r].val[P]: pass rows 2r and 2r + 1's activations 8P .. 8P + 7
 template <int LAYOUT, int PAIRS, int P>
-static inline void mmla_chunks(const uint8_t* c, const int8_t* q, int32x4_t* acc) {
+static inline void mmla_chunks(const uint8_t* c, const int64x2x4_t* x, int32x4_t* acc) {
     const uint32x4_t a0 = vreinterpretq_u32_u8(chunk_half<LAYOUT>(c, 2 * P, 0));
     const uint32x4_t b0 = vreinterpretq_u32_u8(chunk_half<LAYOUT>(c, 2 * P + 1, 0));
     const uint32x4_t a1 = vreinterpretq_u32_u8(chunk_half<LAYOUT>(c, 2 * P, 1));
     const uint32x4_t b1 = vreinterpretq_u32_u8(chunk_half<LAYOUT>(c, 2 * P + 1, 1));
     const uint8x16_t w[4] = {vreinterpretq_u8_u32(vzip1q_u32(a0, b0)), vreinterpretq_u8_u32(vzip2q_u32(a0, b0)),
                              vreinterpretq_u8_u32(vzip1q_u32(a1, b1)), vreinterpretq_u8_u32(vzip2q_u32(a1, b1))};
-    for (int r = 0; r < PAIRS; r++) {
-        const int8x16_t x = vcombine_s8(vld1_s8(q + 2 * r * GROUP + 8 * P), vld1_s8(q + (2 * r + 1) * GROUP + 8 * P));
-        for (int i = 0; i < 4; i++) acc[4 * r + i] = vusmmlaq_s32(acc[4 * r + i], w[i], x);
-    }
-    if constexpr (P + 1 < CHUNKS / 2) mmla_chunks<LAYOUT, PAIRS, P + 1>(c, q, acc);
+    for (int r = 0; r < PAIRS; r++)
+        for (int i = 0; i < 4; i++) acc[4 * r + i] = vusmmlaq_s32(acc[4 * r + i], w[i], vreinterpretq_s8_s64(x[r].val[P]));
+    if constexpr (P + 1 < CHUNKS / 2) mmla_chunks<LAYOUT, PAIRS, P + 1>(c, x, acc);
 }
 
 // each row's exact integer dots of the tile-group's codes with its 32 activations (as group_dot): rows two by
-// two by usmmla (unsigned codes of every layout as they are), an odd last row by sdot
+// two by usmmla (unsigned codes of every layout as they are), an odd last row by usdot
 template <int LAYOUT, int MT>
 static inline void group_dots(const uint8_t* c, const int8_t* q, const int32_t* qsum, I8* dot) {
     constexpr int PAIRS = MT / 2;
     if constexpr (PAIRS > 0) {
         int32x4_t acc[4 * PAIRS];
+        int64x2x4_t x[PAIRS];  // one ld4 a pair of rows (their 64 bytes side by side): 8 bytes of each a register
+        for (int r = 0; r < PAIRS; r++) x[r] = vld4q_s64((const int64_t*)(q + 2 * r * GROUP));
         for (int i = 0; i < 4 * PAIRS; i++) acc[i] = vdupq_n_s32(0);
-        mmla_chunks<LAYOUT, PAIRS, 0>(c, q, acc);
+        mmla_chunks<LAYOUT, PAIRS, 0>(c, x, acc);
         for (int r = 0; r < PAIRS; r++) {  // even lanes: pass row 2r; odd lanes: pass row 2r + 1
             const int32x4_t* a = acc + 4 * r;
             dot[2 * r] = {vuzp1q_s32(a[0], a[1]), vuzp1q_s32(a[2], a[3])};
             dot[2 * r + 1] = {vuzp2q_s32(a[0], a[1]), vuzp2q_s32(a[2], a[3])};
         }
     }
-    if constexpr (MT % 2 == 1) sdot_rows<LAYOUT, 1>(c, q + (MT - 1) * GROUP, qsum + MT - 1, dot + MT - 1);
+    if constexpr (MT % 2 == 1) lane_rows<LAYOUT, 1>(c, q + (MT - 1) * GROUP, qsum + MT - 1, dot + MT - 1);
 }
 
 #elif WOQ_NEON
 template <int LAYOUT, int MT>
 static inline void group_dots(const uint8_t* c, const int8_t* q, const int32_t* qsum, I8* dot) {
-    sdot_rows<LAYOUT, MT>(c, q, qsum, dot);
+    lane_rows<LAYOUT, MT>(c, q, qsum, dot);
 }
 #endif
 

@@ -216,7 +216,7 @@ def test_each_arm_level_multiplies_with_its_instructions(arm_programs: dict[str,
     counts = {}
     for level, program in arm_programs.items():
         text = subprocess.run([OBJDUMP, "-d", str(program)], capture_output=True, text=True, timeout=300).stdout
-        counts[level] = {op: text.count(f"\t{op}\t") for op in ("sdot", "usmmla")}
-    assert counts["scalar"] == {"sdot": 0, "usmmla": 0}
-    assert counts["neon"]["sdot"] > 0 and counts["neon"]["usmmla"] == 0
-    assert counts["i8mm"]["usmmla"] > 0 and counts["i8mm"]["sdot"] > 0  # sdot for a pass's odd last row
+        counts[level] = {op: text.count(f"\t{op}\t") for op in ("sdot", "usdot", "usmmla")}
+    assert counts["scalar"] == {"sdot": 0, "usdot": 0, "usmmla": 0}
+    assert counts["neon"]["sdot"] > 0 and counts["neon"]["usdot"] == counts["neon"]["usmmla"] == 0
+    assert counts["i8mm"]["usmmla"] > 0 and counts["i8mm"]["usdot"] > 0  # usdot: a pass's odd last row
