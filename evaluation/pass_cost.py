@@ -8,17 +8,20 @@ median milliseconds of the daemon's model (on a CPU: the GGUF's codes on the nat
 and of the same weights as transformers leaves them (row-major, its
 "sdpa"), interleaved so that all see the same machine load; an 800-token prefill for each; and each one's costs
 relative to a one-token pass (the draft policy's tables in ``decoder/policy.py``). ``--only daemon`` times the
-daemon's model alone (the float32 copies of the 1.5B model would take 6 GB each).
+daemon's model alone (the float32 copies of the 1.5B model would take 6 GB each). The first line names the
+native kernel's instruction-set level (an ARM64 machine's run reports neon-dotprod or neon-i8mm).
 """
 
 from __future__ import annotations
 
+import platform
 import statistics
 import time
 
 import torch
 
 from lookahead_lsp.decoder.forward import masked_pass, prefill
+from lookahead_lsp.decoder.kernels.woq_native import native_kernel
 from lookahead_lsp.decoder.kv import PrefixKV
 from lookahead_lsp.decoder.runtime.model import load_model
 
@@ -39,6 +42,14 @@ def as_transformers_loads_it(model: torch.nn.Module) -> None:
             module.__class__ = torch.nn.Linear
             module.weight = torch.nn.Parameter(module.weight.detach().contiguous(), requires_grad=False)
     model.set_attn_implementation("sdpa")  # type: ignore[operator]
+
+
+def kernel_line() -> str:
+    """The native kernel this process decodes on: its level and library, or that there is none."""
+    kernel = native_kernel()
+    if kernel is None:
+        return f"native kernel: none on {platform.machine()} (ATen's int4 kernel; the log says why)"
+    return f"native kernel: {kernel.isa} on {platform.machine()} ({kernel.library.name})"
 
 
 def timed_pass(model: torch.nn.Module, kv: PrefixKV, n: int) -> float:
@@ -68,7 +79,7 @@ def compare(model_spec: str, context_tokens: int, repeats: int, only: tuple[str,
             as_transformers_loads_it(models[KINDS["transformers"] + label])
     context = [100 + (i * 7919) % 20000 for i in range(context_tokens)]
     caches: dict[str, PrefixKV] = {}
-    lines = []
+    lines = [kernel_line()]
     for name, model in models.items():
         caches[name] = PrefixKV()
         started = time.perf_counter()
