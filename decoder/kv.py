@@ -10,6 +10,7 @@ decoding steps: the cache holds the keys and values of ``ids`` exactly, in order
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 from typing import cast
 
@@ -91,6 +92,27 @@ class GrowingCache(DynamicCache):
 
     def __init__(self) -> None:
         Cache.__init__(self, layer_class_to_replicate=GrowingLayer)
+        _LIVE_CACHES.add(self)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes its layers hold (buffer capacity, not just the entries in use), each storage counted once."""
+        storages = {}
+        for layer in self.layers:
+            names = ("keys", "values", "_key_buffer", "_value_buffer")  # a GrowingLayer's views and buffers
+            for tensor in (getattr(layer, name, None) for name in names):
+                if isinstance(tensor, torch.Tensor) and tensor.numel():
+                    storage = tensor.untyped_storage()
+                    storages[storage.data_ptr()] = storage.nbytes()
+        return sum(storages.values())
+
+
+_LIVE_CACHES: weakref.WeakSet[GrowingCache] = weakref.WeakSet()
+
+
+def kv_cache_bytes() -> int:
+    """Bytes held by every live :class:`GrowingCache` of this process (the memory breakdown's KV cache)."""
+    return sum(cache.nbytes for cache in list(_LIVE_CACHES))
 
 
 class PrefixKV:

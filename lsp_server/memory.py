@@ -12,6 +12,11 @@ size), so each new length adds an entry per distinct layer shape (about 0.3 MB i
 the layer's size): memory in use, which ``malloc_trim`` cannot give back, growing for hours towards several
 hundred MB. :func:`bound_kernel_caches` caps both before the model loads; creating a kernel again costs
 far less than a pass on a real model (measured in docs/benchmarks.md, "Memory over rounds").
+
+The process's own figures for the memory breakdown (``lsp_server/memory_report.py``): :func:`resident` (from
+``/proc/self/smaps_rollup`` and ``/proc/self/status``), :func:`mapped_files` (resident pages of mapped
+files, by kind), :func:`allocator` (glibc's heap: in use and free but held) and :func:`mark` /
+:data:`MARKS` (the resident size at moments of the start-up, e.g. after the imports).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import functools
 import logging
 import os
 from collections.abc import Callable
+from pathlib import Path
 
 log = logging.getLogger(__name__)
 
@@ -59,3 +65,90 @@ def trim() -> bool:
     released = bool(function(0))
     log.debug("malloc_trim: %s", "released memory" if released else "nothing to release")
     return True
+
+
+MB = 1024 * 1024
+
+MARKS: dict[str, int] = {}
+"""Resident bytes at named moments of this process's life (the first time each name is marked)."""
+
+
+def _kilobytes(path: str, keys: tuple[str, ...]) -> dict[str, int]:
+    """``key: value kB`` lines of a /proc file as bytes (the keys found; empty where unreadable)."""
+    found: dict[str, int] = {}
+    try:
+        with open(path) as source:
+            for line in source:
+                key, _, value = line.partition(":")
+                if key in keys and value.split():
+                    found[key] = int(value.split()[0]) * 1024
+    except OSError:
+        pass
+    return found
+
+
+def resident() -> dict[str, int]:
+    """This process's resident bytes: ``rss``, ``anonymous``, ``file`` (mapped files' pages) and ``peak``
+    (VmHWM); empty where /proc is missing."""
+    rollup = _kilobytes("/proc/self/smaps_rollup", ("Rss", "Anonymous"))
+    status = _kilobytes("/proc/self/status", ("VmRSS", "VmHWM"))
+    if "VmRSS" not in status:
+        return {}
+    rss = status["VmRSS"]
+    anonymous = rollup.get("Anonymous", rss)
+    return {"rss": rss, "anonymous": anonymous, "file": rss - anonymous, "peak": status.get("VmHWM", rss)}
+
+
+def mark(name: str) -> None:
+    """Record the resident size now under ``name`` (kept from the first call)."""
+    MARKS.setdefault(name, resident().get("rss", 0))
+
+
+def mapped_files(smaps: str = "/proc/self/smaps") -> dict[str, int]:
+    """Resident bytes of mapped files: ``libraries`` (shared objects: code and their data) and every other
+    file by its path (model caches mapped by safetensors, ...)."""
+    totals: dict[str, int] = {}
+    path: str | None = None
+    try:
+        with open(smaps) as source:
+            for line in source:
+                first = line.split(maxsplit=6)
+                if len(first) >= 5 and "-" in first[0] and ":" in first[3]:  # a mapping's header line
+                    path = first[5].strip() if len(first) > 5 and first[5].startswith("/") else None
+                elif path is not None and line.startswith("Rss:"):
+                    name = "libraries" if ".so" in Path(path).name else path
+                    totals[name] = totals.get(name, 0) + int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return totals
+
+
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks",
+                     "fordblks", "keepcost")
+    ]  # fmt: skip
+
+
+@functools.cache
+def _mallinfo2() -> Callable[[], _MallInfo2] | None:
+    name = ctypes.util.find_library("c")
+    try:
+        function = ctypes.CDLL(name).mallinfo2 if name is not None else None
+    except (OSError, AttributeError):
+        return None
+    if function is None:
+        return None
+    function.restype = _MallInfo2
+    return function  # type: ignore[no-any-return]
+
+
+def allocator() -> dict[str, int]:
+    """glibc's heap: ``in_use`` (allocated chunks, mmapped ones included) and ``free`` (freed but still held:
+    the allocator's slack); empty without ``mallinfo2`` (glibc < 2.33, macOS, musl)."""
+    function = _mallinfo2()
+    if function is None:
+        return {}
+    info = function()
+    return {"in_use": int(info.uordblks + info.hblkhd), "free": int(info.fordblks)}

@@ -20,6 +20,7 @@ from lookahead_lsp.context.healing import vocab_index
 from lookahead_lsp.context.prompt import PromptBuilder, layout_builder
 from lookahead_lsp.context.syntax import analyze
 from lookahead_lsp.decoder.backend import Backend, local_backend, remote_backend
+from lookahead_lsp.lsp_server import memory
 from lookahead_lsp.lsp_server.config import Config
 
 if TYPE_CHECKING:
@@ -134,6 +135,7 @@ class ModelHost:
             return self._generation
 
     def _load(self, generation: int, on_ready: Callable[[int], None], raise_errors: bool = False) -> None:
+        memory.mark("start")  # the memory breakdown's runtime: before torch is imported
         # deferred: decoder.model imports torch (seconds); the daemon answers `initialize` before it loads
         from lookahead_lsp.decoder.runtime.model import ModelLoadError, stop_token_ids
 
@@ -259,6 +261,7 @@ def load(config: Config, progress: Callable[[str, float | None], None]) -> Loade
 
     from lookahead_lsp.decoder.runtime.model import LoadedModel, ModelLoadError, load_model, resolve_spec
 
+    memory.mark("imports")
     if config.local:
         return load_model(
             config.model,

@@ -42,7 +42,7 @@ from pygls.lsp.server import LanguageServer
 from pygls.protocol.language_server import lsp_method
 from pygls.uris import to_fs_path
 
-from lookahead_lsp.lsp_server import memory, pipeline, transport
+from lookahead_lsp.lsp_server import memory, memory_report, pipeline, transport
 from lookahead_lsp.lsp_server.cli import configure_logging
 from lookahead_lsp.lsp_server.config import Config, parse_config, settings_message, to_settings
 from lookahead_lsp.lsp_server.documents import Document, DocumentStore
@@ -62,6 +62,7 @@ STATS_NOTIFICATION = "lookahead/completionStats"
 READY_NOTIFICATION = "lookahead/completionReady"
 CMD_STATS = "lookahead.stats"
 CMD_REINDEX = "lookahead.reindex"
+CMD_MEMORY = "lookahead.memory"  # where the resident megabytes go (lsp_server/memory_report.py)
 CMD_ACCEPTED = "lookahead.accepted"
 TRIM_AFTER_S = 2.0  # free memory is returned to the system this long after the last document closed
 SETTLE_S = 0.3  # a document is settled (background prefill starts) once nothing happened to it this long
@@ -633,6 +634,13 @@ async def completion(ls: LookaheadServer, params: types.CompletionParams) -> typ
 @SERVER.command(CMD_STATS)
 def stats_command(ls: LookaheadServer, *args: Any) -> dict[str, Any]:
     return ls.stats_report()
+
+
+@SERVER.command(CMD_MEMORY)
+def memory_command(ls: LookaheadServer, *args: Any) -> dict[str, Any]:
+    engine = ls.engine
+    model = engine.host.model.model if engine is not None and engine.host.loaded else None
+    return memory_report.breakdown(model, engine.workspace.draft_sources() if engine is not None else [])
 
 
 @SERVER.command(CMD_REINDEX)

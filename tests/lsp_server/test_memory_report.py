@@ -1,0 +1,79 @@
+"""Where the daemon's resident memory goes: the process's own figures (lsp_server/memory.py) and the breakdown the
+real daemon answers to ``lookahead.memory`` over stdio (lsp_server/memory_report.py)."""
+
+from __future__ import annotations
+
+import mmap
+import sys
+from pathlib import Path
+
+import pytest
+from safetensors import safe_open
+
+from lookahead_lsp.evaluation.lsp_client import LspClient
+from lookahead_lsp.lsp_server import memory
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc (Linux)")
+
+MB = memory.MB
+
+
+def test_touched_memory_shows_in_the_resident_and_anonymous_figures() -> None:
+    before = memory.resident()
+    held = bytearray(64 * MB)  # zero pages: resident only once written
+    for at in range(0, len(held), 4096):
+        held[at] = 1
+    after = memory.resident()
+    assert after["rss"] - before["rss"] >= 60 * MB
+    assert after["anonymous"] - before["anonymous"] >= 60 * MB
+    assert after["peak"] >= after["rss"] and after["file"] == after["rss"] - after["anonymous"]
+    del held
+
+
+def test_a_mapped_file_counts_the_pages_read_under_its_path(tmp_path: Path) -> None:
+    path = tmp_path / "weights.bin"
+    path.write_bytes(b"\1" * (16 * MB))
+    with open(path, "rb") as source, mmap.mmap(source.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+        assert memory.mapped_files().get(str(path), 0) < 16 * MB
+        total = sum(mapped[at] for at in range(0, len(mapped), 4096))  # every page read
+        files = memory.mapped_files()
+    assert total == 16 * MB // 4096
+    assert files[str(path)] == 16 * MB
+    assert files["libraries"] > 0  # Python's own shared objects at least
+    assert str(path) not in memory.mapped_files()  # unmapped
+
+
+def test_the_allocator_reports_what_it_holds() -> None:
+    found = memory.allocator()
+    if not found:
+        pytest.skip("no mallinfo2 (glibc before 2.33)")
+    assert found["in_use"] > 0 and found["free"] >= 0
+
+
+def test_the_daemon_says_where_its_memory_goes(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """The tiny model's float matrices, embedding and head as its checkpoint holds them; a KV cache once it
+    completed; the start-up marks; and parts that add up to the resident set."""
+    client = LspClient(stderr_path=tmp_path / "server.log")
+    try:
+        client.initialize(None, {"model": str(tiny_model_dir), "maxNewTokens": 4, "prefillDtype": "same"})
+        assert client.wait_model()["state"] == "ready"
+        uri = (tmp_path / "a.py").as_uri()
+        client.open(uri, "def add(a, b):\n    return ")
+        client.inline(uri, 1, 11)
+        report = client.command("lookahead.memory")
+        rss = float((Path(f"/proc/{client.process.pid}/status").read_text().split("VmRSS:")[1]).split()[0]) / 1024
+    finally:
+        client.close()
+    with safe_open(str(tiny_model_dir / "model.safetensors"), framework="pt") as checkpoint:
+        sizes = {key: checkpoint.get_slice(key).get_shape() for key in checkpoint.keys()}  # noqa: SIM118
+    mb = {key: 4 * (shape[0] * (shape[1] if len(shape) > 1 else 1)) / MB for key, shape in sizes.items()}
+    parts = report["partsMb"]
+    assert parts["embedding"] == pytest.approx(mb["model.embed_tokens.weight"], abs=0.06)
+    assert parts["head"] == pytest.approx(mb["lm_head.weight"], abs=0.06)
+    layer_matrices = sum(v for k, v in mb.items() if ".layers." in k and len(sizes[k]) == 2)
+    assert parts["float"] == pytest.approx(layer_matrices, abs=0.06)
+    assert parts["codes"] == 0 and parts["kvCache"] > 0 and parts["index"] == 0
+    assert parts["runtime"] > 10 and parts["imports"] > 50  # Python and pygls; torch
+    assert sum(parts.values()) == pytest.approx(report["rssMb"], abs=1.0)  # "other" is the rest
+    assert report["rssMb"] == pytest.approx(rss, rel=0.1)
+    assert report["peakMb"] >= report["rssMb"]
