@@ -2,8 +2,9 @@
 scalar build, under emulation: decoder/kernels/kernel_check.cpp (the kernels' entry points fed deterministic
 inputs, every output written) is built natively for the x86-64 levels this CPU runs and with Debian's aarch64
 cross compiler for every ARM64 level (static), run under ``qemu-aarch64``, and the files compared byte for byte.
-The tools come from scripts/get-arm-tools.sh; without them these tests skip and say so. Also the level selection
-on ARM64 machines, from fabricated ``/proc/cpuinfo`` and ``sysctl`` text."""
+The ARM64 levels are also built with clang (LLVM's code generation, as Apple's clang on macOS) where it is
+installed. The tools come from scripts/get-arm-tools.sh; without them these tests skip and say so. Also the level
+selection on ARM64 machines, from fabricated ``/proc/cpuinfo`` and ``sysctl`` text."""
 
 from __future__ import annotations
 
@@ -28,6 +29,8 @@ from lookahead_lsp.decoder.kernels.isa import (
 from lookahead_lsp.decoder.kernels.woq_native import SOURCES, compile_flags, compiler, kernel_sources, library_flags
 
 CROSS = "aarch64-linux-gnu-g++"
+CROSS_LINKER = "aarch64-linux-gnu-ld"
+CLANG = "clang++"
 OBJDUMP = "aarch64-linux-gnu-objdump"
 QEMU = "qemu-aarch64"
 DRIVER = "kernel_check.cpp"
@@ -112,15 +115,16 @@ def arm_tools_missing() -> str | None:
     return None
 
 
-def build_driver(cxx: str, flags: tuple[str, ...], target: Path) -> Path:
-    """The test driver and the kernel's sources compiled into one program ``target``."""
+def build_driver(cxx: list[str], flags: tuple[str, ...], target: Path) -> Path:
+    """The test driver and the kernel's sources compiled into one program ``target`` by ``cxx`` (the compiler
+    and its own options)."""
     scratch = target.parent / f"{target.name}-src"
     scratch.mkdir()
     driver = resources.files("lookahead_lsp.decoder.kernels").joinpath(DRIVER).read_bytes()
     for name, text in {**kernel_sources(), DRIVER: driver}.items():
         (scratch / name).write_bytes(text)
     sources = [str(scratch / name) for name in (DRIVER, *SOURCES)]
-    command = [cxx, *flags, "-fopenmp", "-o", str(target), *sources]
+    command = [*cxx, *flags, "-o", str(target), *sources]
     done = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     return target
@@ -158,7 +162,7 @@ def x86_outputs(tmp_path_factory: pytest.TempPathFactory) -> Outputs:
     root = tmp_path_factory.mktemp("x86-driver")
     outputs = {}
     for level in runnable_levels():
-        program = build_driver(cxx, compile_flags(level, "x86_64"), root / f"check-{level}")
+        program = build_driver([cxx, "-fopenmp"], compile_flags(level, "x86_64"), root / f"check-{level}")
         outputs[level] = run_driver([str(program)], root / f"{level}.out")
     return outputs
 
@@ -171,8 +175,21 @@ def arm_programs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         print(f"SKIP ARM64 kernels under emulation: {reason}")
         pytest.skip(reason)
     root = tmp_path_factory.mktemp("arm-driver")
-    return {level: build_driver(CROSS, (*compile_flags(level, "aarch64"), "-static"), root / f"check-{level}")
-            for level in ARM_LEVELS}  # fmt: skip
+    cxx = [CROSS, "-fopenmp", "-static"]
+    return {level: build_driver(cxx, compile_flags(level, "aarch64"), root / f"check-{level}") for level in ARM_LEVELS}
+
+
+@pytest.fixture(scope="module")
+def clang_arm_programs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The driver built for every ARM64 level by clang (GCC's aarch64 headers, libgomp and linker), by level."""
+    reason = arm_tools_missing() or (None if shutil.which(CLANG) else f"{CLANG} not installed (Debian's clang)")
+    if reason is not None:
+        print(f"SKIP ARM64 kernels built by clang: {reason}")
+        pytest.skip(reason)
+    root = tmp_path_factory.mktemp("clang-arm-driver")
+    linker = f"-fuse-ld={shutil.which(CROSS_LINKER)}"
+    cxx = [CLANG, "--target=aarch64-linux-gnu", "-fopenmp=libgomp", linker, "-static"]
+    return {level: build_driver(cxx, compile_flags(level, "aarch64"), root / f"check-{level}") for level in ARM_LEVELS}
 
 
 def test_the_driver_covers_every_entry_point_and_kind_of_input(x86_outputs: Outputs) -> None:
@@ -197,6 +214,15 @@ def test_every_arm_level_under_qemu_writes_the_x86_scalar_build_s_bytes(
     level: str, arm_programs: dict[str, Path], x86_outputs: Outputs, tmp_path: Path
 ) -> None:
     isa, outputs = run_driver([QEMU, "-cpu", "max", str(arm_programs[level])], tmp_path / "out")
+    assert isa == ISA_NAMES[level]
+    assert differences(outputs, x86_outputs["scalar"][1]) == []
+
+
+@pytest.mark.parametrize("level", list(ARM_LEVELS))
+def test_every_arm_level_built_by_clang_writes_the_same_bytes(
+    level: str, clang_arm_programs: dict[str, Path], x86_outputs: Outputs, tmp_path: Path
+) -> None:
+    isa, outputs = run_driver([QEMU, "-cpu", "max", str(clang_arm_programs[level])], tmp_path / "out")
     assert isa == ISA_NAMES[level]
     assert differences(outputs, x86_outputs["scalar"][1]) == []
 
