@@ -159,13 +159,14 @@ def chosen_level(flags: frozenset[str] | None = None, machine: str | None = None
 
 
 def bf16_allowed() -> bool:
-    """False where a forced level below AVX-512 (or below i8mm: ARMv8.6 brings both it and BF16) stands for a
-    CPU without bfloat16 instructions."""
+    """False where a forced level below this architecture's top one (avx512; i8mm: ARMv8.6 brings both it and
+    BF16) stands for a CPU without bfloat16 instructions."""
     try:
         wanted = requested_level()
     except ValueError:
         return True
-    return wanted is None or wanted in ("avx512", "i8mm")
+    levels = list(machine_levels())
+    return wanted is None or wanted not in levels or wanted == levels[-1]
 
 
 def pin_libraries(environ: os._Environ[str] | dict[str, str] = os.environ) -> None:

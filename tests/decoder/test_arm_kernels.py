@@ -20,6 +20,7 @@ from lookahead_lsp.decoder.kernels.isa import (
     ISA_ENV,
     LEVELS,
     architecture,
+    bf16_allowed,
     chosen_level,
     cpuinfo_flags,
     darwin_flags,
@@ -92,6 +93,16 @@ def test_the_environment_forces_an_arm_level_the_cpu_runs(monkeypatch: pytest.Mo
     assert chosen_level(graviton, "aarch64") == "i8mm"  # another architecture's level: ignored
     monkeypatch.setenv(ISA_ENV, "neon")
     assert chosen_level(frozenset({"avx2", "fma", "f16c"}), "x86_64") == "avx2"
+
+
+def test_bfloat16_stays_for_the_top_level_or_another_architecture_s(monkeypatch: pytest.MonkeyPatch) -> None:
+    top = list(machine_levels())[-1] if machine_levels() else None
+    for level in [*LEVELS, *ARM_LEVELS]:
+        monkeypatch.setenv(ISA_ENV, level)
+        below_top = level in machine_levels() and level != top
+        assert bf16_allowed() is not below_top, level
+    monkeypatch.delenv(ISA_ENV)
+    assert bf16_allowed()
 
 
 def test_macos_builds_a_dylib_on_torch_s_openmp_runtime(tmp_path: Path) -> None:
