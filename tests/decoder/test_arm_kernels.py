@@ -8,8 +8,10 @@ selection on ARM64 machines, from fabricated ``/proc/cpuinfo`` and ``sysctl`` te
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from importlib import resources
 from pathlib import Path
 
@@ -141,6 +143,14 @@ def build_driver(cxx: list[str], flags: tuple[str, ...], target: Path) -> Path:
     return target
 
 
+def build_levels(cxx: list[str], machine: str, levels: list[str], root: Path) -> dict[str, Path]:
+    """The driver built by ``cxx`` for each of ``machine``'s ``levels`` under ``root`` (side by side), by level."""
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        built = {level: pool.submit(build_driver, cxx, compile_flags(level, machine), root / f"check-{level}")
+                 for level in levels}  # fmt: skip
+        return {level: future.result() for level, future in built.items()}
+
+
 def run_driver(command: list[str], target: Path) -> tuple[str, dict[str, bytes]]:
     """Run a built driver (``command`` then the output path): the level it names, and its records by name."""
     done = subprocess.run([*command, str(target)], capture_output=True, text=True, timeout=300)
@@ -171,11 +181,8 @@ def x86_outputs(tmp_path_factory: pytest.TempPathFactory) -> Outputs:
     if architecture() != "x86_64" or cxx is None:
         pytest.skip("the reference is the x86-64 scalar build: needs an x86-64 machine with a C++ compiler")
     root = tmp_path_factory.mktemp("x86-driver")
-    outputs = {}
-    for level in runnable_levels():
-        program = build_driver([cxx, "-fopenmp"], compile_flags(level, "x86_64"), root / f"check-{level}")
-        outputs[level] = run_driver([str(program)], root / f"{level}.out")
-    return outputs
+    programs = build_levels([cxx, "-fopenmp"], "x86_64", runnable_levels(), root)
+    return {level: run_driver([str(program)], root / f"{level}.out") for level, program in programs.items()}
 
 
 @pytest.fixture(scope="module")
@@ -186,8 +193,7 @@ def arm_programs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         print(f"SKIP ARM64 kernels under emulation: {reason}")
         pytest.skip(reason)
     root = tmp_path_factory.mktemp("arm-driver")
-    cxx = [CROSS, "-fopenmp", "-static"]
-    return {level: build_driver(cxx, compile_flags(level, "aarch64"), root / f"check-{level}") for level in ARM_LEVELS}
+    return build_levels([CROSS, "-fopenmp", "-static"], "aarch64", list(ARM_LEVELS), root)
 
 
 @pytest.fixture(scope="module")
@@ -200,7 +206,7 @@ def clang_arm_programs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Pa
     root = tmp_path_factory.mktemp("clang-arm-driver")
     linker = f"-fuse-ld={shutil.which(CROSS_LINKER)}"
     cxx = [CLANG, "--target=aarch64-linux-gnu", "-fopenmp=libgomp", linker, "-static"]
-    return {level: build_driver(cxx, compile_flags(level, "aarch64"), root / f"check-{level}") for level in ARM_LEVELS}
+    return build_levels(cxx, "aarch64", list(ARM_LEVELS), root)
 
 
 def test_the_driver_covers_every_entry_point_and_kind_of_input(x86_outputs: Outputs) -> None:
