@@ -226,30 +226,28 @@ def test_every_x86_level_writes_the_scalar_build_s_bytes(x86_outputs: Outputs) -
         assert differences(outputs, reference) == [], level
 
 
+def assert_reference_bytes(program: Path, cpu: str, level: str, x86_outputs: Outputs, tmp_path: Path) -> None:
+    """``program`` (an ARM64 level's driver) under ``qemu-aarch64 -cpu cpu`` names ``level`` and writes the x86-64
+    scalar build's bytes."""
+    isa, outputs = run_driver([QEMU, "-cpu", cpu, str(program)], tmp_path / f"{program.name}.out")
+    assert isa == ISA_NAMES[level]
+    assert differences(outputs, x86_outputs["scalar"][1]) == []
+
+
 @pytest.mark.parametrize("level", list(ARM_LEVELS))
+@pytest.mark.parametrize("programs", ["arm_programs", "clang_arm_programs"])  # GCC's builds, clang's
 def test_every_arm_level_under_qemu_writes_the_x86_scalar_build_s_bytes(
-    level: str, arm_programs: dict[str, Path], x86_outputs: Outputs, tmp_path: Path
+    level: str, programs: str, x86_outputs: Outputs, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
-    isa, outputs = run_driver([QEMU, "-cpu", "max", str(arm_programs[level])], tmp_path / "out")
-    assert isa == ISA_NAMES[level]
-    assert differences(outputs, x86_outputs["scalar"][1]) == []
-
-
-@pytest.mark.parametrize("level", list(ARM_LEVELS))
-def test_every_arm_level_built_by_clang_writes_the_same_bytes(
-    level: str, clang_arm_programs: dict[str, Path], x86_outputs: Outputs, tmp_path: Path
-) -> None:
-    isa, outputs = run_driver([QEMU, "-cpu", "max", str(clang_arm_programs[level])], tmp_path / "out")
-    assert isa == ISA_NAMES[level]
-    assert differences(outputs, x86_outputs["scalar"][1]) == []
+    built: dict[str, Path] = request.getfixturevalue(programs)
+    assert_reference_bytes(built[level], "max", level, x86_outputs, tmp_path)
 
 
 def test_the_neon_level_runs_on_a_cpu_without_i8mm_and_the_i8mm_level_does_not(
     arm_programs: dict[str, Path], x86_outputs: Outputs, tmp_path: Path
 ) -> None:
     # a Cortex-A76 has ARMv8.2's dot products, not i8mm (as an Apple M1 or a Graviton 2)
-    isa, outputs = run_driver([QEMU, "-cpu", "cortex-a76", str(arm_programs["neon"])], tmp_path / "out")
-    assert isa == "neon-dotprod" and differences(outputs, x86_outputs["scalar"][1]) == []
+    assert_reference_bytes(arm_programs["neon"], "cortex-a76", "neon", x86_outputs, tmp_path)
     done = subprocess.run([QEMU, "-cpu", "cortex-a76", str(arm_programs["i8mm"]), str(tmp_path / "i8mm")],
                           capture_output=True, timeout=300)  # fmt: skip
     assert done.returncode != 0  # an illegal instruction: usmmla
