@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import bisect
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from lookahead_lsp.decoder.drafts import Draft
@@ -51,6 +51,7 @@ PACKED_CPU_COST: tuple[tuple[int, float], ...] = (
 # A GPU at batch 1 is memory-bound: a pass of 64 tokens costs about as much as one of 1.
 GPU_COST: tuple[tuple[int, float], ...] = ((1, 1.0), (64, 1.08), (256, 1.6))
 PRIOR_SHARE = 0.5  # weight of the device's table against the start-up timing (CostModel.blended)
+PERSIST_EVERY = 64  # live passes between two writes of a stored table (CostModel.persist)
 
 
 @dataclass
@@ -66,6 +67,8 @@ class CostModel:
     levels: list[float] = field(default_factory=list)  # live correction per timed size: observed / table
     one_token_seconds: float | None = None  # running mean of observed one-token passes
     adaptive: bool = True  # False: :meth:`observe` changes nothing (a fixed table, as tests want)
+    # called with this table every PERSIST_EVERY live passes (decoder/cost_table.py writes it back to its file)
+    persist: Callable[[CostModel], None] | None = field(default=None, repr=False, compare=False)
     _changes: int = field(default=0, repr=False, compare=False)  # counts the live corrections (keys the memo)
     _costs: tuple[tuple[int, int], list[float]] | None = field(default=None, repr=False, compare=False)
 
@@ -91,6 +94,8 @@ class CostModel:
         if not self.adaptive:
             return
         self._changes += 1
+        if self.persist is not None and self._changes % PERSIST_EVERY == 0:
+            self.persist(self)
         if n <= 1:
             base = self.one_token_seconds
             self.one_token_seconds = seconds if base is None else base + weight * (seconds - base)
@@ -101,6 +106,10 @@ class CostModel:
         for i, share in self._bracket(n):
             moved = self.levels[i] * (1.0 + weight * share * (ratio - 1.0))
             self.levels[i] = min(3.0, max(0.33, moved))
+
+    def current(self) -> tuple[tuple[int, float], ...]:
+        """The timed sizes with their live corrections folded in: the table as the passes have shown it."""
+        return tuple((n, self.interpolated(n)) for n, _ in self.points)
 
     def interpolated(self, n: int) -> float:
         """Relative cost of a pass of exactly ``n`` tokens (the table with its live levels)."""
@@ -185,7 +194,8 @@ class CostModel:
 
     @classmethod
     def measure(cls, run_pass, sizes: Sequence[int], repeats: int = 1, warm_each: bool = False) -> CostModel:
-        """Time ``run_pass(n)`` (one forward pass of n tokens) for each size, the best of ``repeats``;
+        """Time ``run_pass(n)`` (one forward pass of n tokens) for each size in ``repeats`` interleaved rounds,
+        each size's fastest (the round least disturbed by other work; every size meets the same load);
         ``warm_each``: each size runs once untimed first (an accelerator's first pass of a new shape picks and
         loads its kernels: on an H100 that made passes of 2 to 8 tokens look 5x dearer than one).
 
@@ -193,18 +203,17 @@ class CostModel:
         passes look nearly free verifies something at every step and never runs a one-token pass, and without a
         base its wider passes could never correct that table."""
         run_pass(1)  # warm-up
-        times = []
-        for n in sizes:
-            if warm_each:
+        if warm_each:
+            for n in sizes:
                 run_pass(n)
-            best = float("inf")
-            for _ in range(repeats):
+        best = [float("inf")] * len(sizes)
+        for _ in range(max(repeats, 1)):
+            for i, n in enumerate(sizes):
                 t0 = time.perf_counter()
                 run_pass(n)
-                best = min(best, time.perf_counter() - t0)
-            times.append(best)
-        base = times[0]
-        return cls(tuple((n, t / base) for n, t in zip(sizes, times, strict=True)), one_token_seconds=base)
+                best[i] = min(best[i], time.perf_counter() - t0)
+        base = best[0]
+        return cls(tuple((n, t / base) for n, t in zip(sizes, best, strict=True)), one_token_seconds=base)
 
 
 # Prior acceptance probability of one draft token by source, before any evidence (match length 1..4+).

@@ -35,8 +35,8 @@ from lookahead_lsp.context.ngram_index import NgramIndex
 from lookahead_lsp.context.prompt import BuiltPrompt, PromptInput, PromptLayout, layout_builder
 from lookahead_lsp.context.snippets import Snippet, SnippetIndex
 from lookahead_lsp.decoder.backend import LocalBackend, local_backend
+from lookahead_lsp.decoder.cost_table import describe, machine_cost, table_path
 from lookahead_lsp.decoder.drafts import DraftSource
-from lookahead_lsp.decoder.forward import measure_cost
 from lookahead_lsp.decoder.lookahead import LookaheadConfig
 from lookahead_lsp.decoder.policy import CostModel
 from lookahead_lsp.decoder.types import Decoder, DecodeRequest, DecodeResult, DecodeStats
@@ -289,7 +289,8 @@ def run_bench(
 ) -> BenchResult:
     """Decode every hole with every configuration (greedy first); stop rules off.
 
-    The pass-cost model is measured first, as the daemon measures it at start-up, and recorded in the meta.
+    The pass-cost table is this machine's, as the daemon has it (``decoder/cost_table.py``: stored beside the
+    kernel, measured where there is none yet), and recorded in the meta.
     With ``repeats`` > 1 each hole is decoded that many rounds (every configuration once per round, in turn)
     and each configuration keeps its fastest decode: on a shared machine the fastest of a few runs is the one
     least disturbed by other work, and every configuration gets the same chance. Each decode then starts from
@@ -300,8 +301,9 @@ def run_bench(
     too start every decode from an empty cache, so that prefill and completion times compare like with like."""
     if not configs or configs[0].name != REFERENCE:
         raise ValueError("the first configuration must be plain greedy, the reference")
-    cost = measure_cost(model)
-    meta["cost_model"] = [[n, round(c, 3)] for n, c in cost.points]
+    cost = machine_cost(model)
+    meta["cost_model"] = describe(cost)
+    meta["cost_table"] = str(table_path(model))
     # each configuration corrects its own copy from its passes (a shared one would carry one's into the next)
     missing = [c.name for c in configs if c.family == "peer" and c.name not in (peers or {})]
     if missing:

@@ -168,6 +168,7 @@ class ModelHost:
             self._builder = None
             self.state = "ready"
         self._close_backend()
+        memory.trim()  # the load's scratch (conversion, tile building, the passes measured) given back
         seconds = time.perf_counter() - started
         self.events.finished("model", f"{config.model} ready on {loaded.device} in {seconds:.1f} s")
         on_ready(generation)
@@ -331,7 +332,8 @@ def tune(loaded: LoadedModel, threads: int | None) -> tuple[int | None, CostMode
     # deferred: torch (see `load`)
     import torch
 
-    from lookahead_lsp.decoder.forward import forward, measure_cost
+    from lookahead_lsp.decoder.cost_table import machine_cost
+    from lookahead_lsp.decoder.forward import forward
     from lookahead_lsp.decoder.kv import PrefixKV
     from lookahead_lsp.decoder.runtime.model import configure_torch_threads, physical_cores
 
@@ -354,8 +356,8 @@ def tune(loaded: LoadedModel, threads: int | None) -> tuple[int | None, CostMode
         elif loaded.device.type == "cpu":
             threads = torch.get_num_threads()
         started = time.perf_counter()
-        cost = measure_cost(loaded.model)
-        log.info("cost model %s (measured in %.2f s)", cost.points, time.perf_counter() - started)
+        cost = machine_cost(loaded.model)  # this machine's, stored beside the kernel: measured once
+        log.info("cost model %s (in %.2f s)", cost.points, time.perf_counter() - started)
         return threads, cost
     except Exception:
         log.exception("measuring forward passes failed; using the default cost model")

@@ -56,7 +56,7 @@ def test_edit_end_is_where_the_cursor_lands() -> None:
 def test_start_up_tuning_measures_threads_and_pass_costs():
     import torch
 
-    from lookahead_lsp.decoder.forward import COST_SIZES
+    from lookahead_lsp.decoder.cost_table import SIZES
     from lookahead_lsp.decoder.runtime.model import LoadedModel
     from lookahead_lsp.lsp_server.model_host import tune
     from tests.tiny_model import make_tiny_qwen2
@@ -67,7 +67,7 @@ def test_start_up_tuning_measures_threads_and_pass_costs():
         loaded = LoadedModel(model, None, torch.device("cpu"), torch.float32, "tiny", 0.0, "hf-dir", "tiny")
         threads, cost = tune(loaded, None)
         assert threads is not None and threads >= 1
-        assert cost is not None and [n for n, _ in cost.points] == list(COST_SIZES)
+        assert cost is not None and [n for n, _ in cost.points] == list(SIZES)
         assert cost.points[0] == (1, 1.0)
     finally:
         torch.set_num_threads(before)

@@ -1,0 +1,177 @@
+"""decoder: this machine's pass-cost table, kept in the cache beside the built kernel.
+
+What a pass of n tokens costs against a pass of one is a property of the CPU (or accelerator), the model, the
+kernel level it runs on and the thread count: the draft policy (``decoder/policy.py``) must not start from a
+table measured on another machine. The table is measured once per such combination (interleaved rounds of every
+size, each size's fastest: the round least disturbed by other work), written beside the kernel library the model
+runs on (the kernel cache of ``decoder/kernels/woq_native.py``; a model without the native kernel uses the same
+folder) and read back by every later process: a cold process neither pays for the timing nor starts from a
+constant. The decoders' live passes correct it (:meth:`CostModel.observe`) and the corrected table is written
+back every :data:`decoder.policy.PERSIST_EVERY` live passes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import platform
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from lookahead_lsp.decoder.policy import CostModel
+
+log = logging.getLogger(__name__)
+
+VERSION = 1  # of the file's layout and of how it is measured: a new one measures again
+SIZES = (1, 2, 3, 4, 5, 6, 8, 12, 16)  # tokens per timed pass
+ROUNDS = 3  # interleaved rounds; each size keeps its fastest
+CONTEXT = 128  # tokens in the cache before the timed passes (real prompts hold hundreds: live passes correct it)
+
+
+def kernel_library(model: torch.nn.Module) -> Path | None:
+    """The native kernel library ``model``'s layers run on (its name carries the level and the build's key), or
+    None for a model without it."""
+    for module in model.modules():
+        library = getattr(getattr(module, "kernel", None), "library", None)
+        if isinstance(library, Path):
+            return library
+    return None
+
+
+def kernel_folder() -> Path:
+    """Where the native kernels are built (``decoder/kernels/woq_native.py``: ``native-v2`` under the cache root)."""
+    from lookahead_lsp.decoder.weights.cache import cache_root  # what woq_native builds under
+
+    return cache_root() / "native-v2"
+
+
+def machine_description(device: torch.device) -> str:
+    """What makes this machine's passes cost what they do, besides the model: processor, flags, threads, device."""
+    parts = [platform.machine(), platform.processor(), _cpu_line("model name"), _cpu_line("flags")]
+    parts += [f"threads={torch.get_num_threads()}", f"torch={torch.__version__}", str(device.type)]
+    if device.type == "cuda":
+        parts.append(torch.cuda.get_device_name(device))
+    return "\n".join(parts)
+
+
+def _cpu_line(field: str) -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith(field):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return ""
+
+
+def model_description(model: torch.nn.Module) -> str:
+    """What makes this model's passes cost what they do: its shape, its weights' dtype and kinds of layers."""
+    config = getattr(model, "config", None)
+    shape = {
+        key: getattr(config, key, None)
+        for key in (
+            "model_type",
+            "hidden_size",
+            "intermediate_size",
+            "num_hidden_layers",
+            "num_attention_heads",
+            "num_key_value_heads",
+            "vocab_size",
+        )
+    }
+    kinds: dict[str, int] = {}
+    for module in model.modules():
+        kinds[type(module).__name__] = kinds.get(type(module).__name__, 0) + 1
+    dtype = next(model.parameters()).dtype
+    return json.dumps({"shape": shape, "dtype": str(dtype), "modules": sorted(kinds.items())}, sort_keys=True)
+
+
+def table_path(model: torch.nn.Module) -> Path:
+    """The file of ``model``'s table on this machine: beside its kernel library, named after it (level and build
+    key), and after this machine and model."""
+    device = next(model.parameters()).device
+    library = kernel_library(model)
+    folder, stem = (library.parent, library.stem) if library is not None else (kernel_folder(), device.type)
+    key = f"v{VERSION}\n{machine_description(device)}\n{model_description(model)}"
+    return folder / f"cost-{stem}-{hashlib.sha256(key.encode()).hexdigest()[:20]}.json"
+
+
+def load(path: Path) -> CostModel | None:
+    """The table stored at ``path``, or None where there is none (or it cannot be read)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        points = tuple((int(n), float(c)) for n, c in data["points"])
+        base = data.get("one_token_seconds")
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        if not isinstance(exc, FileNotFoundError):
+            log.warning("pass-cost table %s unreadable (%s): measuring again", path, exc)
+        return None
+    if data.get("version") != VERSION or not points or points[0] != (1, 1.0):
+        return None
+    return CostModel(points, one_token_seconds=float(base) if base else None)
+
+
+def save(path: Path, cost: CostModel) -> None:
+    """Write ``cost``'s current table (its live corrections folded in) to ``path``, whole or not at all; a
+    failure is logged, never raised (the table is only an optimisation)."""
+    data = {
+        "version": VERSION,
+        "points": [[n, round(c, 4)] for n, c in cost.current()],
+        "one_token_seconds": cost.one_token_seconds,
+        "saved": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=".cost-", delete=False) as handle:
+            json.dump(data, handle)
+        os.replace(handle.name, path)
+    except OSError as exc:
+        log.warning("cannot write the pass-cost table %s: %s", path, exc)
+
+
+def measure(model: torch.nn.Module, sizes: tuple[int, ...] = SIZES, rounds: int = ROUNDS) -> CostModel:
+    """Time passes of each size after a :data:`CONTEXT`-token context, ``rounds`` interleaved rounds (each size
+    keeps its fastest): the table of this machine as it is, no other machine's pulled in."""
+    from lookahead_lsp.decoder.forward import masked_pass, prefill  # deferred: forward imports this package's policy
+    from lookahead_lsp.decoder.kv import PrefixKV
+
+    kv = PrefixKV()
+    vocab = int(getattr(getattr(model, "config", None), "vocab_size", 0) or 256)
+    prefill(model, kv, [(i * 7919) % vocab for i in range(CONTEXT)])  # which ids does not change the time
+    warm_each = next(model.parameters()).device.type != "cpu"
+    return CostModel.measure(lambda n: masked_pass(model, kv, n), sizes, rounds, warm_each=warm_each)
+
+
+def machine_cost(model: torch.nn.Module, measure_table: Callable[[torch.nn.Module], CostModel] = measure) -> CostModel:
+    """``model``'s table on this machine: the stored one, else measured now and stored; either way written back
+    as live passes correct it."""
+    path = table_path(model)
+    cost = load(path)
+    if cost is None:
+        started = time.perf_counter()
+        cost = measure_table(model)
+        save(path, cost)
+        log.info("pass costs measured in %.2f s, stored in %s", time.perf_counter() - started, path)
+    else:
+        log.info("pass costs from %s", path)
+    cost.persist = _writer(path)
+    return cost
+
+
+def _writer(path: Path) -> Callable[[CostModel], None]:
+    def write(cost: CostModel) -> None:
+        save(path, cost)
+
+    return write
+
+
+def describe(cost: CostModel) -> list[list[Any]]:
+    """The table as the benchmarks record it: ``[[tokens, relative cost], ...]``."""
+    return [[n, round(c, 3)] for n, c in cost.current()]

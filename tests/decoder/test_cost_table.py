@@ -1,0 +1,68 @@
+"""This machine's pass-cost table: measured once, stored in the kernel cache, read back, refreshed by live passes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from lookahead_lsp.decoder import cost_table
+from lookahead_lsp.decoder.policy import PERSIST_EVERY, CostModel
+from lookahead_lsp.decoder.weights.cache import CACHE_ENV
+from tests.tiny_model import make_tiny_qwen2
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path))
+    return tmp_path
+
+
+def test_measured_once_then_read_back_and_refreshed_by_live_passes(cache: Path) -> None:
+    model = make_tiny_qwen2(dtype=torch.float32)
+    measured: list[int] = []
+
+    def measure(m: torch.nn.Module) -> CostModel:
+        measured.append(1)
+        return cost_table.measure(m, sizes=(1, 2, 4, 8), rounds=1)
+
+    first = cost_table.machine_cost(model, measure)
+    path = cost_table.table_path(model)
+    assert path.parent == cache / "native-v2" and path.is_file()  # the kernel cache (no native kernel here)
+    assert [n for n, _ in first.points] == [1, 2, 4, 8] and first.points[0] == (1, 1.0)
+    again = cost_table.machine_cost(model, measure)  # a new process: read, not measured
+    assert measured == [1]
+    assert [c for _, c in again.points] == pytest.approx([c for _, c in first.points], rel=1e-3)
+    # live passes: an 8-token pass at 3x a one-token pass is written back within PERSIST_EVERY passes
+    for _ in range(PERSIST_EVERY):
+        again.observe(1, 0.010)
+        again.observe(8, 0.030)
+    stored = cost_table.load(path)
+    assert stored is not None and stored.interpolated(8) == pytest.approx(again.interpolated(8), rel=0.05)
+    assert abs(stored.interpolated(8) - 3.0) < abs(first.interpolated(8) - 3.0)
+
+
+def test_another_model_or_thread_count_has_its_own_table(cache: Path) -> None:
+    small, wide = make_tiny_qwen2(dtype=torch.float32), make_tiny_qwen2(vocab_size=1024, dtype=torch.float32)
+    assert cost_table.table_path(small) != cost_table.table_path(wide)
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = cost_table.table_path(small)
+        torch.set_num_threads(2)
+        assert cost_table.table_path(small) != one
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_an_unreadable_or_old_table_is_measured_again(cache: Path) -> None:
+    model = make_tiny_qwen2(dtype=torch.float32)
+    path = cost_table.table_path(model)
+    path.parent.mkdir(parents=True)
+    path.write_text("{not json")
+    assert cost_table.load(path) is None
+    path.write_text('{"version": 0, "points": [[1, 1.0], [8, 2.0]]}')
+    assert cost_table.load(path) is None
+    cost = cost_table.machine_cost(model, lambda m: CostModel(((1, 1.0), (8, 2.5)), one_token_seconds=0.01))
+    assert cost.interpolated(8) == 2.5 and cost_table.load(path) is not None
