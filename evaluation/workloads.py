@@ -11,6 +11,8 @@ Workloads (each a list of :class:`Hole`; ``prefix + middle + suffix`` is always 
   corpus: the control where no draft source can help, to measure the decoder's overhead.
 - ``midline``: the rest of a line from a random column, half between two lexical tokens and half inside
   an identifier or number (for token healing).
+- ``block``: a run of sibling statements inside a function, BLOCK_LINES lines in all, cut from the start of its
+  first line's code: the cursor sits on an empty indented line where a block was, as a user asks for one.
 
 n-grams here are over lexical tokens (identifiers, numbers, single punctuation characters), independent of
 any model's tokenizer. The workspace of a hole is the corpus with the hole's file as the user sees it
@@ -29,7 +31,7 @@ from dataclasses import dataclass, field, replace
 from importlib import metadata
 from pathlib import Path
 
-WORKLOADS = ("fim", "repo", "none", "midline")
+WORKLOADS = ("fim", "repo", "none", "midline", "block")
 DEFAULT_CORPUS_PACKAGE = "pathspec"
 CODE_SUFFIXES = frozenset(
     {".py", ".pyi", ".js", ".ts", ".tsx", ".go", ".rs", ".java", ".c", ".h", ".cc", ".cpp", ".hpp", ".lua"}
@@ -40,6 +42,7 @@ MAX_HOLE_CHARS = 800
 MAX_HOLE_LINES = 12
 MIN_HOLE_TOKENS = 4
 MIN_REPO_SIMILARITY = 0.5
+BLOCK_LINES = (6, 11)  # block holes: fewest and most lines removed
 
 _LEXICAL_TOKEN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|\d+|\S")
 _WORD_CHAR = re.compile(r"\w")
@@ -443,11 +446,59 @@ def midline_holes(corpus: Corpus, count: int, rng: random.Random) -> list[Hole]:
     return [span.cut(corpus, "midline") for span in chosen]
 
 
+def _function_bodies(tree: ast.AST) -> Iterator[list[ast.stmt]]:
+    """Every list of sibling statements inside a function (a nested function's again: callers dedupe)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            yield from _statement_blocks(node)
+
+
+def block_spans(corpus: Corpus) -> list[_Span]:
+    """Runs of sibling statements inside functions spanning BLOCK_LINES lines, docstrings excluded."""
+    fewest, most = BLOCK_LINES
+    spans: dict[tuple[str, int, int], _Span] = {}
+    for f in corpus.files:
+        if not f.path.endswith(".py"):
+            continue
+        try:
+            tree = ast.parse(f.text)
+        except (SyntaxError, ValueError):
+            continue
+        lines = _Lines(f.text)
+        for block in _function_bodies(tree):
+            for i, first in enumerate(block):
+                for last in block[i:]:
+                    assert last.end_lineno is not None
+                    count = last.end_lineno - first.lineno + 1
+                    if count > most or _is_docstring(first):
+                        break
+                    if count < fewest or not _owns_its_lines(lines, first, last):
+                        continue
+                    span = lines.span(f.path, first.lineno - 1, last.end_lineno - 1)
+                    if span is not None:
+                        spans[(span.path, span.start, span.end)] = replace(span, kind="block")
+    return list(spans.values())
+
+
+def block_holes(corpus: Corpus, count: int, rng: random.Random) -> list[Hole]:
+    """Blocks of BLOCK_LINES lines removed inside functions, no two overlapping."""
+    candidates = block_spans(corpus)
+    rng.shuffle(candidates)
+    chosen: list[_Span] = []
+    for span in candidates:
+        if len(chosen) == count:
+            break
+        if not any(span.overlaps(other) for other in chosen):
+            chosen.append(span)
+    return [span.cut(corpus, "block") for span in chosen]
+
+
 _GENERATORS: dict[str, Callable[[Corpus, int, random.Random], list[Hole]]] = {
     "fim": fim_holes,
     "repo": repo_holes,
     "none": none_holes,
     "midline": midline_holes,
+    "block": block_holes,
 }
 
 

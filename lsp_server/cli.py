@@ -28,6 +28,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bench-remote": ("evaluation.commands.remote", "The local decoder against a remote engine, keystroke latency."),
     "bench-index": ("evaluation.commands.index", "The workspace n-gram index at workspace scale."),
     "bench-passes": ("evaluation.commands.passes", "Forward-pass time by tokens: ours and transformers'."),
+    "bench-oneshot": ("evaluation.commands.oneshot", "Lookahead against greedy, one `complete` process per run."),
     "bench-memory": ("evaluation.commands.memory", "The daemon's resident memory over rounds of documents."),
     "bench-idle": ("evaluation.commands.idle", "The idle daemon in a workspace with a virtualenv: CPU, watches."),
 }
