@@ -36,8 +36,7 @@ PART_NAMES = {
     "kvCache": "KV cache (buffer capacity)",
     "index": "workspace n-gram index",
     "mappedFiles": "mapped data files' resident pages",
-    "allocatorFree": "allocator slack (freed, held by glibc)",
-    "other": "other (tokenizer, objects, libraries' pages, kernel caches)",
+    "other": "other (tokenizer, objects, libraries' pages, kernel caches, allocator slack)",
 }
 
 
@@ -76,6 +75,12 @@ def format_breakdown(report: dict[str, Any]) -> list[str]:
     for path, size in report.get("mappedFiles", {}).items():
         if size >= 1:
             lines.append(f"             mapped: {size:.0f} MB of {path}")
+    if "allocatorFreeMb" in report:
+        lines.append(f"             glibc's freed heap, resident or given back: {report['allocatorFreeMb']:.0f} MB")
+    if report.get("mappedTensorsMb"):
+        lines.append(
+            f"             of tensors read from mapped files, resident as read: {report['mappedTensorsMb']:.0f} MB"
+        )
     return lines
 
 

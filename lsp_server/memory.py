@@ -12,6 +12,7 @@ size), so each new length adds an entry per distinct layer shape (about 0.3 MB i
 the layer's size): memory in use, which ``malloc_trim`` cannot give back, growing for hours towards several
 hundred MB. :func:`bound_kernel_caches` caps both before the model loads; creating a kernel again costs
 far less than a pass on a real model (measured in docs/benchmarks.md, "Memory over rounds").
+:func:`bound_allocator` keeps glibc's own slack small (two heaps at most; large buffers in pages of their own).
 
 The process's own figures for the memory breakdown (``lsp_server/memory_report.py``): :func:`resident` (from
 ``/proc/self/smaps_rollup`` and ``/proc/self/status``), :func:`mapped_files` (resident pages of mapped
@@ -26,6 +27,7 @@ import ctypes.util
 import functools
 import logging
 import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -43,6 +45,33 @@ def bound_kernel_caches(entries: int = KERNEL_CACHE_ENTRIES) -> None:
         os.environ.setdefault(name, str(entries))
 
 
+ARENAS = 2  # glibc heaps at most (default: 8 a core): freed memory of a thread's own heap is slack no other reuses
+MMAP_FROM = 1 << 20  # allocations of this many bytes or more get pages of their own, given back when freed
+_M_MMAP_THRESHOLD, _M_ARENA_MAX = -3, -8  # mallopt's parameter numbers (glibc's malloc.h)
+
+
+def bound_allocator(arenas: int = ARENAS, mmap_from: int = MMAP_FROM) -> bool:
+    """Keep glibc's slack small: at most ``arenas`` heaps, and every allocation of ``mmap_from`` bytes or more
+    (prefill activations, a wide pass's logits, KV buffers) in pages of its own that are unmapped when freed
+    (a fixed threshold: glibc otherwise raises it up to 32 MB after such a free, and the next large buffers
+    come from the heap and stay as slack). Call before threads start; a value set in ``MALLOC_ARENA_MAX`` or
+    ``MALLOC_MMAP_THRESHOLD_`` wins. Whether glibc took them (False where there is no ``mallopt``)."""
+    name = ctypes.util.find_library("c")
+    try:
+        mallopt = ctypes.CDLL(name).mallopt if name is not None else None
+    except (OSError, AttributeError):
+        return False
+    if mallopt is None:
+        return False
+    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    taken = True
+    if "MALLOC_ARENA_MAX" not in os.environ:
+        taken &= bool(mallopt(_M_ARENA_MAX, arenas))
+    if "MALLOC_MMAP_THRESHOLD_" not in os.environ:
+        taken &= bool(mallopt(_M_MMAP_THRESHOLD, mmap_from))
+    return taken
+
+
 @functools.cache
 def _malloc_trim() -> Callable[[int], int] | None:
     name = ctypes.util.find_library("c")
@@ -58,7 +87,11 @@ def _malloc_trim() -> Callable[[int], int] | None:
 
 
 def trim() -> bool:
-    """Return the allocator's free pages to the system; whether anything could be done."""
+    """Return the allocator's free pages to the system, and the pages of mapped model files read so far
+    (decoder/weights/mapped_state.py: read again when needed); whether the allocator could be asked."""
+    mapped = sys.modules.get("lookahead_lsp.decoder.weights.mapped_state")  # only where a model was loaded
+    if mapped is not None:
+        mapped.drop_all_pages()
     function = _malloc_trim()
     if function is None:
         return False

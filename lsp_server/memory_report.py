@@ -8,11 +8,15 @@
 - ``kvCache``: every live KV cache's buffers (their capacity);
 - ``index``: the workspace n-gram index (the draft sources' own ``nbytes``: context/ngram_index.py);
 - ``mappedFiles``: resident pages of mapped data files (not shared libraries): model caches read through mmap;
-- ``allocatorFree``: glibc's freed but held heap (the allocator's slack, prefill buffers given back);
-- ``other``: the rest (the tokenizer, Python objects made since, libraries' pages touched since, kernel caches).
+- ``other``: the rest (the tokenizer, Python objects made since, libraries' pages touched since, kernel caches,
+  and the allocator's slack).
 
-Tensors that live in a mapped file are counted both in their category and in ``mappedFiles`` (``other`` is
-then that much lower). ``peak`` is VmHWM. The parts are estimates of what is resident; ``rss`` is the fact.
+``allocatorFreeMb`` (beside the parts, not one of them) is glibc's freed but held heap: an upper bound of the
+slack in ``other``, since pages ``malloc_trim`` gave back stay counted as free but are no longer resident.
+
+Tensors that are views of a mapped file (the embedding read from the packed cache) are in ``mappedFiles`` by
+their resident pages only; ``mappedTensorsMb`` says how large they are. ``peak`` is VmHWM. The parts are
+estimates of what is resident; ``rss`` is the fact.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ def breakdown(model: Any | None, draft_sources: Iterable[object]) -> dict[str, A
     process = memory.resident()
     rss = process.get("rss", 0)
     parts: dict[str, int] = {}
+    mapped_tensors = 0
     start, imports = memory.MARKS.get("start"), memory.MARKS.get("imports")
     if start is not None and imports is not None:
         parts["runtime"], parts["imports"] = start, imports - start
@@ -36,12 +41,13 @@ def breakdown(model: Any | None, draft_sources: Iterable[object]) -> dict[str, A
         from lookahead_lsp.decoder.kv import kv_cache_bytes
         from lookahead_lsp.decoder.runtime.footprint import tensor_footprint
 
-        parts |= tensor_footprint(model)
+        tensors = tensor_footprint(model)
+        mapped_tensors = tensors.pop("mapped")
+        parts |= tensors
         parts["kvCache"] = kv_cache_bytes()
     parts["index"] = sum(int(getattr(source, "nbytes", 0)) for source in draft_sources)
     files = memory.mapped_files()
     parts["mappedFiles"] = sum(size for name, size in files.items() if name != "libraries")
-    parts["allocatorFree"] = memory.allocator().get("free", 0)
     parts["other"] = rss - sum(parts.values())
     return {
         "rssMb": round(rss / mb, 1),
@@ -51,4 +57,6 @@ def breakdown(model: Any | None, draft_sources: Iterable[object]) -> dict[str, A
         "librariesMb": round(files.get("libraries", 0) / mb, 1),
         "partsMb": {name: round(size / mb, 1) for name, size in parts.items()},
         "mappedFiles": {name: round(size / mb, 1) for name, size in files.items() if name != "libraries"},
+        "mappedTensorsMb": round(mapped_tensors / mb, 1),
+        "allocatorFreeMb": round(memory.allocator().get("free", 0) / mb, 1),
     }

@@ -11,8 +11,9 @@ tensor's storage once, however many modules share it, under one of :data:`CATEGO
   dense layers);
 - ``small``: norms, biases, rotary frequencies.
 
-Storage that is a view of a memory-mapped file counts as much as its tensors span, whether or not its pages
-are resident: the process-level figures (``lsp_server/memory.py``) say what is.
+Storage that is a view of a mapped file (:mod:`decoder.weights.mapped_state`: the embedding read from the packed
+cache) counts under ``mapped`` instead, at its full size, whether or not its pages are resident: the
+process-level figures (``lsp_server/memory.py``) say how much of it is.
 """
 
 from __future__ import annotations
@@ -24,8 +25,9 @@ import torch
 from lookahead_lsp.decoder.runtime.packed_linear import PackedEmbedding, PackedLinear
 from lookahead_lsp.decoder.runtime.prefill import prefill_model
 from lookahead_lsp.decoder.runtime.woq_layer import WoqLinear
+from lookahead_lsp.decoder.weights.mapped_state import in_a_map
 
-CATEGORIES = ("codes", "head", "embedding", "float", "small")
+CATEGORIES = ("codes", "head", "embedding", "float", "small", "mapped")
 
 
 def _category(name: str, module: torch.nn.Module, key: str, tensor: torch.Tensor) -> str:
@@ -61,5 +63,6 @@ def tensor_footprint(model: torch.nn.Module) -> dict[str, int]:
             if storage.data_ptr() in seen:
                 continue
             seen.add(storage.data_ptr())
-            totals[_category(name, module, key, tensor)] += storage.nbytes()
+            mapped = in_a_map(storage.data_ptr())
+            totals["mapped" if mapped else _category(name, module, key, tensor)] += storage.nbytes()
     return totals

@@ -57,6 +57,7 @@ from lookahead_lsp.decoder.weights.embedded import (
     prepare_embedded,
     prepare_gguf,
 )
+from lookahead_lsp.decoder.weights.mapped_state import MappedState
 
 logger = logging.getLogger(__name__)
 
@@ -385,6 +386,8 @@ def _load_packed(
 
     config = AutoConfig.from_pretrained(where, local_files_only=True)
     model, counts = packed_skeleton(config, state, attn_implementation, native=native)
+    if isinstance(state, MappedState):
+        state.drop_pages()  # what the model keeps of it (the embedding's codes) is read again row by row
     with safe_open(str(Path(where) / "model.safetensors"), framework="pt") as checkpoint:
         fill_from_checkpoint(model, checkpoint)
         prepare_for_inference(model, torch.device("cpu"), attn_implementation)  # the twin copies its settings

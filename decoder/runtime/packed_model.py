@@ -29,8 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 
 from lookahead_lsp.decoder.kernels.woq_layout import groups_from_state, woq_state
 from lookahead_lsp.decoder.kernels.woq_native import WoqKernel, native_kernel
@@ -44,6 +43,7 @@ from lookahead_lsp.decoder.runtime.packed_linear import (
 from lookahead_lsp.decoder.runtime.woq_layer import WoqLinear
 from lookahead_lsp.decoder.weights.gguf_blocks import GROUP, AffineGroups, read_affine
 from lookahead_lsp.decoder.weights.gguf_names import module_name
+from lookahead_lsp.decoder.weights.mapped_state import map_state
 
 logger = logging.getLogger(__name__)
 
@@ -289,12 +289,13 @@ def cached_packed_state(
 ) -> State:
     """The packed state of the GGUF with ``sha256``: from the cache, else packed now from
     ``produce_gguf(scratch_dir)`` and cached (written to a temporary file and renamed: never half a file).
-    A cache file that cannot be read is rebuilt."""
+    A cache file that cannot be read is rebuilt. Either way the state is a map of the cache file
+    (:mod:`decoder.weights.mapped_state`): a model built from it drops the pages it read."""
     path = cache_path(root, sha256)
     if path.is_file():
         try:
-            return load_file(str(path))
-        except (OSError, SafetensorError) as exc:
+            return map_state(path)
+        except (OSError, ValueError) as exc:
             logger.warning("discarding the unreadable packed cache %s: %s", path, exc)
             path.unlink(missing_ok=True)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -304,4 +305,4 @@ def cached_packed_state(
         partial = Path(scratch) / "state.safetensors"
         save_file({k: v.contiguous() for k, v in state.items()}, str(partial))
         os.replace(partial, path)
-    return state
+    return map_state(path)  # as a later start reads it: the packing's own tensors are freed

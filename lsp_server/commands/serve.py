@@ -34,6 +34,7 @@ def _protocol_stdout() -> BinaryIO:
 def run(args: argparse.Namespace) -> int:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     memory.bound_kernel_caches()  # before the model's first pass: a long session's kernels stay bounded
+    memory.bound_allocator()  # before threads start: glibc's slack stays small
     # The model worker runs Python between torch calls; hand the GIL back to the event loop sooner.
     sys.setswitchinterval(0.001)
     try:

@@ -9,7 +9,7 @@ import torch
 
 from lookahead_lsp.decoder.forward import forward
 from lookahead_lsp.decoder.kernels.woq_native import built_kernel
-from lookahead_lsp.decoder.kv import MIN_CAPACITY, PrefixKV, kv_cache_bytes
+from lookahead_lsp.decoder.kv import GROWTH, MIN_CAPACITY, PrefixKV, kv_cache_bytes
 from lookahead_lsp.decoder.runtime.footprint import tensor_footprint
 from lookahead_lsp.decoder.runtime.packed_linear import PackedEmbedding
 from lookahead_lsp.decoder.runtime.packed_model import pack_gguf, use_packed
@@ -32,6 +32,7 @@ def test_a_float_model_is_its_matrices_embedding_and_head_each_counted_once() ->
         "embedding": nbytes(untied.model.embed_tokens.weight),
         "float": nbytes(*matrices),
         "small": nbytes(*small) + nbytes(untied.model.rotary_emb.inv_freq, untied.model.rotary_emb.original_inv_freq),
+        "mapped": 0,
     }
     tied = make_tiny_qwen2(seed=2, dtype=torch.float32)  # the head is the embedding: counted once, as the embedding
     found = tensor_footprint(tied)
@@ -54,16 +55,22 @@ def test_a_packed_model_is_its_codes_head_and_embedding(tmp_path: Path) -> None:
     assert found["float"] == 0
 
 
-def test_the_kv_caches_count_their_buffers_capacity() -> None:
+def test_the_kv_caches_count_their_buffers_capacity_sized_to_the_entries_plus_a_quarter() -> None:
     model = make_tiny_qwen2(seed=3, dtype=torch.float32)
     before = kv_cache_bytes()
     kv = PrefixKV()
-    forward(model, kv, list(range(10)))
     config = model.config
-    per_entry = config.num_key_value_heads * (config.hidden_size // config.num_attention_heads) * 4  # float32
-    layers = config.num_hidden_layers
-    assert kv_cache_bytes() - before == 2 * layers * MIN_CAPACITY * per_entry  # keys and values, every layer
-    forward(model, kv, list(range(MIN_CAPACITY)))  # past the capacity: the buffers grow
-    assert kv_cache_bytes() - before >= 2 * layers * (MIN_CAPACITY + 10) * per_entry
+    per_entry = 2 * config.num_hidden_layers * config.num_key_value_heads * 4  # keys and values, float32 ...
+    per_entry *= config.hidden_size // config.num_attention_heads  # ... of one head's width, every layer
+    forward(model, kv, list(range(10)))
+    assert kv_cache_bytes() - before == (10 + MIN_CAPACITY) * per_entry  # the entries and the least spare room
+    forward(model, kv, list(range(MIN_CAPACITY)))  # fills it exactly: no growth
+    assert kv_cache_bytes() - before == (10 + MIN_CAPACITY) * per_entry
+    forward(model, kv, list(range(400)))  # past it: what it must hold plus the least spare room
+    held = 10 + MIN_CAPACITY + 400
+    assert kv_cache_bytes() - before == (held + MIN_CAPACITY) * per_entry
+    forward(model, kv, [i % 500 for i in range(2000)])  # a long prompt: plus a quarter of it
+    held += 2000
+    assert kv_cache_bytes() - before == (held + held // GROWTH) * per_entry
     del kv
     assert kv_cache_bytes() == before

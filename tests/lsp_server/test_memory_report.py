@@ -77,3 +77,40 @@ def test_the_daemon_says_where_its_memory_goes(tiny_model_dir: Path, tmp_path: P
     assert sum(parts.values()) == pytest.approx(report["rssMb"], abs=1.0)  # "other" is the rest
     assert report["rssMb"] == pytest.approx(rss, rel=0.1)
     assert report["peakMb"] >= report["rssMb"]
+
+
+ALLOCATOR_CHILD = """
+import ctypes, sys
+from lookahead_lsp.lsp_server import memory
+if sys.argv[1] == "bounded":
+    assert memory.bound_allocator()
+libc = ctypes.CDLL("libc.so.6")
+libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+libc.free.argtypes = [ctypes.c_void_p]
+def touched(size):
+    block = libc.malloc(size)
+    ctypes.memset(block, 1, size)
+    return block
+libc.free(touched(24 << 20))  # glibc mmaps it, and after its free raises its threshold to it by default
+large = touched(16 << 20)
+small = touched(256 << 10)  # after it in the heap, if it went there: nothing above it to trim
+before = memory.resident()["rss"]
+libc.free(large)
+print((before - memory.resident()["rss"]) / (1 << 20))
+"""
+
+
+@pytest.mark.parametrize(("mode", "given_back"), [("bounded", True), ("default", False)])
+def test_a_bounded_allocator_gives_a_large_freed_buffer_back_at_once(mode: str, given_back: bool) -> None:
+    """By default glibc serves a large buffer from its heap once a larger one was freed, and keeps its pages
+    when it is freed below a live allocation; bounded, the buffer has pages of its own, unmapped on free."""
+    import os
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
+    out = subprocess.run(
+        [sys.executable, "-c", ALLOCATOR_CHILD, mode], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    released = float(out.stdout.split()[-1])
+    assert (released >= 15) == given_back, f"{mode}: {released:.1f} MB given back when the 16 MB buffer was freed"
