@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import statistics
 import sys
 import time
 from collections.abc import Sequence
@@ -133,7 +134,8 @@ def peer_lines(summaries: Sequence[Summary], ours: str = "lookahead") -> list[st
 
 
 def bench_markdown(result: BenchResult) -> str:
-    """A table per workload and one over all holes, each with ours beside the peer's fastest where it ran."""
+    """A table per workload and one over all holes, each with ours beside the peer's fastest where it ran; then
+    lookahead's speed over greedy's per hole."""
     parts = ["## Speed", "", meta_lines(result.meta), ""]
     groups: list[str | None] = [*result.workloads, None]
     for workload in groups:
@@ -144,7 +146,45 @@ def bench_markdown(result: BenchResult) -> str:
         parts.append("")
         lines = peer_lines(summaries)
         parts.extend([*lines, ""] if lines else [])
+    if "lookahead" in result.configs:
+        parts += ["### lookahead per hole", "", per_hole_markdown(result), ""]
     return "\n".join(parts)
+
+
+def per_hole_markdown(result: BenchResult, config: str = "lookahead") -> str:
+    """Per hole: greedy's and ``config``'s decode times, the ratio (greedy's time over ``config``'s: its speed
+    over greedy's), steps and tokens in passes; then per workload the median and the lowest ratio."""
+    greedy = {r.hole_id: r for r in result.runs_of("greedy")}
+    rows, ratios = [], {}
+    for run in result.runs_of(config):
+        base = greedy[run.hole_id]
+        ratio = base.stats.decode_ms / max(run.stats.decode_ms, 1e-9)
+        ratios.setdefault(run.workload, []).append(ratio)
+        rows.append(
+            (
+                run.hole_id,
+                round(base.stats.decode_ms),
+                round(run.stats.decode_ms),
+                ratio,
+                f"{base.stats.steps} / {run.stats.steps}",
+                run.stats.tokens_in_passes,
+                "yes" if run.identical else "NO",
+            )
+        )
+    headers = (
+        "hole",
+        "greedy ms",
+        f"{config} ms",
+        "speed / greedy's",
+        "steps greedy / ours",
+        "tokens in passes",
+        "identical",
+    )
+    summary = [
+        f"- {workload}: median {statistics.median(values):.2f}x, lowest {min(values):.2f}x over {len(values)} holes"
+        for workload, values in ratios.items()
+    ]
+    return "\n".join([markdown_table(headers, rows), "", *summary])
 
 
 def bench_json(result: BenchResult) -> dict[str, Any]:

@@ -378,9 +378,8 @@ class _Function:
     grams: frozenset[tuple[str, ...]]
 
 
-def _python_functions(corpus: Corpus) -> list[_Function]:
-    """Function bodies (after any docstring) of 2 to MAX_HOLE_LINES lines, with their 4-gram sets."""
-    functions: list[_Function] = []
+def _python_files(corpus: Corpus) -> Iterator[tuple[SourceFile, ast.AST, _Lines]]:
+    """The corpus's Python files that parse, each with its syntax tree and line offsets."""
     for f in corpus.files:
         if not f.path.endswith(".py"):
             continue
@@ -388,7 +387,13 @@ def _python_functions(corpus: Corpus) -> list[_Function]:
             tree = ast.parse(f.text)
         except (SyntaxError, ValueError):
             continue
-        lines = _Lines(f.text)
+        yield f, tree, _Lines(f.text)
+
+
+def _python_functions(corpus: Corpus) -> list[_Function]:
+    """Function bodies (after any docstring) of 2 to MAX_HOLE_LINES lines, with their 4-gram sets."""
+    functions: list[_Function] = []
+    for f, tree, lines in _python_files(corpus):
         for node in ast.walk(tree):
             if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                 continue
@@ -457,14 +462,7 @@ def block_spans(corpus: Corpus) -> list[_Span]:
     """Runs of sibling statements inside functions spanning BLOCK_LINES lines, docstrings excluded."""
     fewest, most = BLOCK_LINES
     spans: dict[tuple[str, int, int], _Span] = {}
-    for f in corpus.files:
-        if not f.path.endswith(".py"):
-            continue
-        try:
-            tree = ast.parse(f.text)
-        except (SyntaxError, ValueError):
-            continue
-        lines = _Lines(f.text)
+    for f, tree, lines in _python_files(corpus):
         for block in _function_bodies(tree):
             for i, first in enumerate(block):
                 for last in block[i:]:
