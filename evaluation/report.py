@@ -155,7 +155,8 @@ def per_hole_markdown(result: BenchResult, config: str = "lookahead") -> str:
     """Per hole: greedy's and ``config``'s decode times, the ratio (greedy's time over ``config``'s: its speed
     over greedy's), steps and tokens in passes; then per workload the median and the lowest ratio."""
     greedy = {r.hole_id: r for r in result.runs_of("greedy")}
-    rows, ratios = [], {}
+    rows = []
+    ratios: dict[str, list[float]] = {}
     for run in result.runs_of(config):
         base = greedy[run.hole_id]
         ratio = base.stats.decode_ms / max(run.stats.decode_ms, 1e-9)
