@@ -47,3 +47,27 @@ def test_a_configuration_that_produced_nothing_shows_no_speedup() -> None:
     done_row, empty_row = bench_rows([done, empty])
     assert done_row[3] == "1.30x" and done_row[7] == "1.10x" and done_row[10] == "1.20x"
     assert empty_row[3] == empty_row[7] == empty_row[10] == "no output"
+
+
+def test_per_hole_ratios_are_greedys_time_over_lookaheads() -> None:
+    from lookahead_lsp.decoder.types import DecodeStats
+    from lookahead_lsp.evaluation.report import per_hole_markdown
+    from lookahead_lsp.evaluation.speed import BenchResult, Run
+
+    def run(hole: str, workload: str, config: str, decode_ms: float, steps: int) -> Run:
+        return Run(hole, workload, config, [1], DecodeStats(steps=steps, decode_ms=decode_ms), True)
+
+    result = BenchResult({}, ["greedy", "lookahead"], [])
+    result.runs = [
+        run("fim:a.py:1:0", "fim", "greedy", 1000.0, 40),
+        run("fim:a.py:1:0", "fim", "lookahead", 500.0, 18),
+        run("fim:b.py:9:4", "fim", "greedy", 900.0, 40),
+        run("fim:b.py:9:4", "fim", "lookahead", 1000.0, 39),
+        run("repo:c.py:3:8", "repo", "greedy", 800.0, 40),
+        run("repo:c.py:3:8", "repo", "lookahead", 400.0, 12),
+    ]
+    table = per_hole_markdown(result)
+    assert "| fim:a.py:1:0 | 1000 | 500 | 2.00 | 40 / 18 |" in table
+    assert "| fim:b.py:9:4 | 900 | 1000 | 0.90 |" in table
+    assert "- fim: median 1.45x, lowest 0.90x over 2 holes" in table
+    assert "- repo: median 2.00x, lowest 2.00x over 1 holes" in table
