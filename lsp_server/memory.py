@@ -12,7 +12,7 @@ size), so each new length adds an entry per distinct layer shape (about 0.3 MB i
 the layer's size): memory in use, which ``malloc_trim`` cannot give back, growing for hours towards several
 hundred MB. :func:`bound_kernel_caches` caps both before the model loads; creating a kernel again costs
 far less than a pass on a real model (measured in docs/benchmarks.md, "Memory over rounds").
-:func:`bound_allocator` keeps glibc's own slack small (two heaps at most; large buffers in pages of their own).
+:func:`bound_allocator` keeps glibc's own slack small (two heaps at most for all threads).
 
 The process's own figures for the memory breakdown (``lsp_server/memory_report.py``): :func:`resident` (from
 ``/proc/self/smaps_rollup`` and ``/proc/self/status``), :func:`mapped_files` (resident pages of mapped
@@ -46,16 +46,16 @@ def bound_kernel_caches(entries: int = KERNEL_CACHE_ENTRIES) -> None:
 
 
 ARENAS = 2  # glibc heaps at most (default: 8 a core): freed memory of a thread's own heap is slack no other reuses
-MMAP_FROM = 1 << 20  # allocations of this many bytes or more get pages of their own, given back when freed
-_M_MMAP_THRESHOLD, _M_ARENA_MAX = -3, -8  # mallopt's parameter numbers (glibc's malloc.h)
+_M_ARENA_MAX = -8  # mallopt's parameter number (glibc's malloc.h)
 
 
-def bound_allocator(arenas: int = ARENAS, mmap_from: int = MMAP_FROM) -> bool:
-    """Keep glibc's slack small: at most ``arenas`` heaps, and every allocation of ``mmap_from`` bytes or more
-    (prefill activations, a wide pass's logits, KV buffers) in pages of its own that are unmapped when freed
-    (a fixed threshold: glibc otherwise raises it up to 32 MB after such a free, and the next large buffers
-    come from the heap and stay as slack). Call before threads start; a value set in ``MALLOC_ARENA_MAX`` or
-    ``MALLOC_MMAP_THRESHOLD_`` wins. Whether glibc took them (False where there is no ``mallopt``)."""
+def bound_allocator(arenas: int = ARENAS) -> bool:
+    """Keep glibc's slack small: at most ``arenas`` heaps, so that the threads that allocate (the model worker,
+    the event loop, the loader, torch's) share the free memory of a few heaps instead of each keeping its own
+    partly used one. Call before threads start; ``MALLOC_ARENA_MAX`` set by the user wins. Whether glibc took
+    it (False where there is no ``mallopt``)."""
+    if "MALLOC_ARENA_MAX" in os.environ:
+        return True
     name = ctypes.util.find_library("c")
     try:
         mallopt = ctypes.CDLL(name).mallopt if name is not None else None
@@ -64,12 +64,7 @@ def bound_allocator(arenas: int = ARENAS, mmap_from: int = MMAP_FROM) -> bool:
     if mallopt is None:
         return False
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
-    taken = True
-    if "MALLOC_ARENA_MAX" not in os.environ:
-        taken &= bool(mallopt(_M_ARENA_MAX, arenas))
-    if "MALLOC_MMAP_THRESHOLD_" not in os.environ:
-        taken &= bool(mallopt(_M_MMAP_THRESHOLD, mmap_from))
-    return taken
+    return bool(mallopt(_M_ARENA_MAX, arenas))
 
 
 @functools.cache
