@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Run the test suite from a fresh checkout: set up the project (scripts/setup.sh), fetch the real editors and
-# the llama.cpp engine for the end-to-end tests (each prints why and goes on when it cannot), lint, then pytest.
+# the llama.cpp engine for the end-to-end tests and the aarch64 cross tools for the ARM64 kernel tests (each
+# prints why and goes on when it cannot), lint, then pytest.
 # Extra arguments go to pytest, e.g. `scripts/test.sh -k lookahead`.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
