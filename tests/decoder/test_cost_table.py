@@ -23,9 +23,13 @@ def test_measured_once_then_read_back_and_refreshed_by_live_passes(cache: Path) 
     model = make_tiny_qwen2(dtype=torch.float32)
     measured: list[int] = []
 
+    timed = cost_table.measure(model, sizes=(1, 2, 4, 8), rounds=1)  # real passes (timings too noisy to assert)
+    assert [n for n, _ in timed.points] == [1, 2, 4, 8] and timed.points[0] == (1, 1.0)
+    assert timed.one_token_seconds is not None and timed.one_token_seconds > 0
+
     def measure(m: torch.nn.Module) -> CostModel:
         measured.append(1)
-        return cost_table.measure(m, sizes=(1, 2, 4, 8), rounds=1)
+        return CostModel(((1, 1.0), (2, 1.1), (4, 1.3), (8, 1.9)), one_token_seconds=0.01)
 
     first = cost_table.machine_cost(model, measure)
     path = cost_table.table_path(model)
@@ -66,3 +70,14 @@ def test_an_unreadable_or_old_table_is_measured_again(cache: Path) -> None:
     assert cost_table.load(path) is None
     cost = cost_table.machine_cost(model, lambda m: CostModel(((1, 1.0), (8, 2.5)), one_token_seconds=0.01))
     assert cost.interpolated(8) == 2.5 and cost_table.load(path) is not None
+
+
+def test_a_timing_disturbed_by_other_work_is_not_stored(cache: Path) -> None:
+    """The one-token passes of every round met a busy moment: wider passes came out cheaper than one token. The
+    process decodes with the table's envelope (no size cheaper than a narrower one) and stores nothing."""
+    model = make_tiny_qwen2(dtype=torch.float32)
+    disturbed = CostModel(((1, 1.0), (2, 0.57), (4, 0.63), (8, 1.6), (16, 3.7)), one_token_seconds=0.3)
+    assert cost_table.implausible(disturbed)
+    cost = cost_table.machine_cost(model, lambda m: disturbed)
+    assert [c for _, c in cost.points] == [1.0, 1.0, 1.0, 1.6, 3.7]
+    assert not cost_table.table_path(model).exists()
