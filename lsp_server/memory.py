@@ -30,6 +30,7 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -56,29 +57,26 @@ def bound_allocator(arenas: int = ARENAS) -> bool:
     it (False where there is no ``mallopt``)."""
     if "MALLOC_ARENA_MAX" in os.environ:
         return True
-    name = ctypes.util.find_library("c")
+    mallopt = _libc("mallopt", [ctypes.c_int, ctypes.c_int], ctypes.c_int)
+    return mallopt is not None and bool(mallopt(_M_ARENA_MAX, arenas))
+
+
+def _libc(name: str, argtypes: list[Any], restype: Any) -> Any | None:
+    """The C library's function ``name`` typed so, or None where there is no such library or function."""
+    library = ctypes.util.find_library("c")
+    if library is None:
+        return None
     try:
-        mallopt = ctypes.CDLL(name).mallopt if name is not None else None
+        function = getattr(ctypes.CDLL(library), name)
     except (OSError, AttributeError):
-        return False
-    if mallopt is None:
-        return False
-    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
-    return bool(mallopt(_M_ARENA_MAX, arenas))
+        return None
+    function.argtypes, function.restype = argtypes, restype
+    return function
 
 
 @functools.cache
 def _malloc_trim() -> Callable[[int], int] | None:
-    name = ctypes.util.find_library("c")
-    if name is None:
-        return None
-    try:
-        function = ctypes.CDLL(name).malloc_trim
-    except (OSError, AttributeError):
-        return None
-    function.argtypes = [ctypes.c_size_t]
-    function.restype = ctypes.c_int
-    return function  # type: ignore[no-any-return]
+    return _libc("malloc_trim", [ctypes.c_size_t], ctypes.c_int)  # type: ignore[no-any-return]
 
 
 def trim() -> bool:
@@ -161,15 +159,7 @@ class _MallInfo2(ctypes.Structure):
 
 @functools.cache
 def _mallinfo2() -> Callable[[], _MallInfo2] | None:
-    name = ctypes.util.find_library("c")
-    try:
-        function = ctypes.CDLL(name).mallinfo2 if name is not None else None
-    except (OSError, AttributeError):
-        return None
-    if function is None:
-        return None
-    function.restype = _MallInfo2
-    return function  # type: ignore[no-any-return]
+    return _libc("mallinfo2", [], _MallInfo2)  # type: ignore[no-any-return]
 
 
 def allocator() -> dict[str, int]:
