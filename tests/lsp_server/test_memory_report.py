@@ -22,7 +22,7 @@ def test_touched_memory_shows_in_the_resident_and_anonymous_figures() -> None:
     before = memory.resident()
     # fresh anonymous pages, resident only once written (a bytearray could reuse pages malloc already holds,
     # as it does late in a full test run)
-    with mmap.mmap(-1, 64 * MB) as held:
+    with mmap.mmap(-1, 64 * MB, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS) as held:
         for at in range(0, len(held), 4096):
             held[at] = 1
         after = memory.resident()
