@@ -15,15 +15,12 @@ import torch
 
 from lookahead_lsp.decoder.kernels.woq_native import WoqKernel, native_kernel
 from lookahead_lsp.decoder.kv import PrefixKV
-from lookahead_lsp.decoder.policy import CostModel
 from lookahead_lsp.decoder.runtime.native_pass import head_dim, native_pass
-from lookahead_lsp.decoder.runtime.packed_model import is_packed
 from lookahead_lsp.decoder.runtime.prefill import prefill_model
 from lookahead_lsp.decoder.runtime.row_attention import plan_keys, plan_rows
 from lookahead_lsp.decoder.types import CancelToken
 
 PREFILL_CHUNK = 256  # tokens per prefill pass (a cancel stops a pass between layers: it need not be small)
-COST_SIZES = (1, 2, 3, 4, 5, 8, 16)  # tokens per timed pass of the cost model (about a second on 2 CPU cores)
 
 
 class Preempted(Exception):
@@ -179,13 +176,3 @@ def masked_pass(model: torch.nn.Module, kv: PrefixKV, n: int) -> None:
     tokens = [30 + i % 64 for i in range(n)]  # small ids: in every vocabulary; which ones does not change the time
     forward(model, kv, tokens, list(range(past, past + n)), mask)[-1, 0].item()  # .item() waits for an accelerator
     kv.cache.crop(-n)
-
-
-def measure_cost(model: torch.nn.Module, sizes: Sequence[int] = COST_SIZES, repeats: int = 1) -> CostModel:
-    """Time one :func:`masked_pass` of each size after a short context: the device's cost model for the draft
-    policy, pulled towards the device's default table (:meth:`CostModel.blended`: one timing is noisy)."""
-    kv = PrefixKV()
-    forward(model, kv, list(range(10, 26)), last_only=True)
-    device = next(model.parameters()).device.type
-    measured = CostModel.measure(lambda n: masked_pass(model, kv, n), sizes, repeats, warm_each=device != "cpu")
-    return measured.blended(CostModel.for_device(device, is_packed(model)))
