@@ -87,14 +87,24 @@ class DirectoryWatches:
     def watch_tree(self, directory: Path) -> None:
         """Watch a directory that appeared (created or moved in) and its subdirectories the scan would enter."""
         path_filter = self._filter_for(directory)
-        if path_filter is not None and path_filter.reason(directory, is_dir=True) is None:
-            self._watch_all(_dirs_under(path_filter, directory))
+        if path_filter is None or path_filter.reason(directory, is_dir=True) is not None:
+            return
+        self._watch_all(_dirs_under(path_filter, directory))
+        # A directory that became a virtualenv while it was being watched: its pyvenv.cfg may have been written
+        # before its watch existed, so no event will say so. Checked once the watches are in place.
+        for watched in self._watched_under(directory):
+            if watched in self._wds and path_filter.reason(watched, is_dir=True) is not None:
+                self.unwatch_tree(watched)
 
     def unwatch_tree(self, directory: Path) -> None:
         """Stop watching ``directory`` and everything under it (deleted, moved away, became a virtualenv)."""
-        prefix = str(directory) + os.sep
-        for path in [p for p in self._wds if p == directory or str(p).startswith(prefix)]:
+        for path in self._watched_under(directory):
             self._unwatch(path)
+
+    def _watched_under(self, directory: Path) -> list[Path]:
+        """The watched directories at or under ``directory``, outermost first."""
+        prefix = str(directory) + os.sep
+        return sorted(p for p in self._wds if p == directory or str(p).startswith(prefix))
 
     def _watch_all(self, directories: Iterator[Path] | list[Path]) -> None:
         for directory in directories:
