@@ -17,6 +17,7 @@ from lookahead_lsp.context import inotify
 from lookahead_lsp.context.watcher import POLL_MIN_S, WorkspaceWatcher
 from lookahead_lsp.context.workspace import WorkspaceConfig, scan
 from lookahead_lsp.context.workspace_index import WorkspaceIndex
+from lookahead_lsp.evaluation.idle_bench import inotify_watches
 
 pytestmark = pytest.mark.skipif(not inotify.available(), reason="inotify is Linux's; elsewhere watchdog watches")
 
@@ -30,13 +31,7 @@ def wait_until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
 
 def fd_watches() -> int:
     """The inotify watches this process holds, as the kernel counts them (``/proc/self/fdinfo``)."""
-    count = 0
-    for info in Path("/proc/self/fdinfo").iterdir():
-        try:
-            count += sum(line.startswith("inotify wd:") for line in info.read_text().splitlines())
-        except OSError:
-            continue
-    return count
+    return inotify_watches(os.getpid())
 
 
 def project(root: Path, ignored_dirs: int = 300) -> Path:
