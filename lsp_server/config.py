@@ -36,7 +36,9 @@ class Config:
     """Everything the client may set. Field names are the snake_case of the camelCase settings."""
 
     enabled: bool = True
-    model: str = "embedded"  # "embedded", "embedded-1.5b", an HF id, a directory or a .gguf (remote: its tokenizer)
+    # "auto" (the 1.5B where installed and fast enough here, else the 0.5B: lsp_server/model_choice.py),
+    # "embedded", "embedded-1.5b", an HF id, a directory or a .gguf (remote: its tokenizer)
+    model: str = "auto"
     device: str = "auto"  # "auto", "cpu", "cuda", "cuda:1", "mps"
     dtype: str = "auto"  # "auto", "float32", "float16", "bfloat16"
     prefill_dtype: str = "auto"  # "auto" (bf16 for fp32 on a CPU with bf16 instructions), "same", or a dtype

@@ -1,20 +1,25 @@
 """The model host: loads (and reloads) the model, tunes it for the machine and makes its backend.
 
 A load runs on a daemon thread (a load in flight never delays exit) or, for the ``complete`` command, in the
-caller. After loading a local model it picks torch's CPU thread count and measures the forward-pass cost model
-by timing a few passes (about a second) before the model is declared ready. Each load gets a generation number;
+caller. ``"model": "auto"`` picks the model first (:func:`load_setting`: the rule in ``lsp_server/model_choice.py``,
+the 1.5B's figures from ``lsp_server/model_figures.py``, measured with it loaded where none are stored) and falls
+back to the 0.5B, with a warning, where the chosen 1.5B fails to load. After loading a local model it picks
+torch's CPU thread count and measures the forward-pass cost model by timing a few passes (about a second) before
+the model is declared ready. Each load gets a generation number;
 a load whose generation is no longer current discards its result. The backend for the current settings is kept
 while they stay the same; only the scheduler's model worker calls :meth:`ModelHost.backend`.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import gc
 import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias
 
 from lookahead_lsp.context.healing import vocab_index
 from lookahead_lsp.context.prompt import PromptBuilder, layout_builder
@@ -22,6 +27,17 @@ from lookahead_lsp.context.syntax import analyze
 from lookahead_lsp.decoder.backend import Backend, local_backend, remote_backend
 from lookahead_lsp.lsp_server import memory
 from lookahead_lsp.lsp_server.config import Config
+from lookahead_lsp.lsp_server.model_choice import (
+    AUTO,
+    LARGE,
+    SMALL,
+    Choice,
+    decide,
+    fell_back,
+    given,
+    large_not_installed,
+    untimed,
+)
 
 if TYPE_CHECKING:
     from lookahead_lsp.decoder.policy import CostModel
@@ -70,6 +86,7 @@ class ModelSlot:
     stop_ids: frozenset[int]  # end-of-completion token ids (computed once: get_vocab is slow)
     cost: CostModel | None = None  # measured forward-pass cost (local models); None: the device's default
     threads: int | None = None  # torch intra-op threads chosen at load
+    choice: Choice | None = None  # which model the ``model`` setting came to and why
 
 
 class ModelHost:
@@ -128,6 +145,11 @@ class ModelHost:
             if self.current(generation):
                 raise
 
+    def _warn(self, message: str) -> None:
+        """A problem the load got past (the 0.5B in place of a 1.5B that failed): logged and shown."""
+        log.warning("%s", message)
+        self.events.notice(f"lookahead: {message}", True)
+
     def _begin(self) -> int:
         with self._lock:
             self._generation += 1
@@ -137,7 +159,7 @@ class ModelHost:
     def _load(self, generation: int, on_ready: Callable[[int], None], raise_errors: bool = False) -> None:
         memory.mark("start")  # the memory breakdown's runtime: before torch is imported
         # deferred: decoder.model imports torch (seconds); the daemon answers `initialize` before it loads
-        from lookahead_lsp.decoder.runtime.model import ModelLoadError, stop_token_ids
+        from lookahead_lsp.decoder.runtime.model import stop_token_ids
 
         config = self.config
         started = time.perf_counter()
@@ -145,9 +167,11 @@ class ModelHost:
         if config.local:
             configure_threads(config.threads)  # inter-op threads: only before torch's first parallel work
         try:
-            loaded = load(config, lambda message, fraction: self.events.progress("model", message, fraction))
+            choice, loaded, tuned = load_setting(
+                config, lambda message, fraction: self.events.progress("model", message, fraction), self._warn
+            )
         except Exception as exc:  # ModelLoadError, and anything a broken checkpoint raises
-            reason = str(exc) if isinstance(exc, ModelLoadError) else f"{type(exc).__name__}: {exc}"
+            reason = _error_line(exc)
             with self._lock:
                 if self.current(generation):
                     self.state, self.error = "failed", reason
@@ -157,20 +181,20 @@ class ModelHost:
             return
         self.events.progress("model", "preparing the tokenizer's tables", 0.95)
         warm_up(loaded.tokenizer)
-        threads, cost = None, None
-        if loaded.model is not None:
+        threads, cost = tuned if tuned is not None else (None, None)
+        if loaded.model is not None and tuned is None:
             self.events.progress("model", "measuring forward passes", 0.97)
             threads, cost = tune(loaded, config.threads)
         with self._lock:
             if not self.current(generation):
                 return
-            self._slot = ModelSlot(loaded, generation, stop_token_ids(loaded.tokenizer), cost, threads)
+            self._slot = ModelSlot(loaded, generation, stop_token_ids(loaded.tokenizer), cost, threads, choice)
             self._builder = None
             self.state = "ready"
         self._close_backend()
         memory.trim()  # the load's scratch (conversion, tile building, the passes measured) given back
         seconds = time.perf_counter() - started
-        self.events.finished("model", f"{config.model} ready on {loaded.device} in {seconds:.1f} s")
+        self.events.finished("model", f"{loaded.spec} ready on {loaded.device} in {seconds:.1f} s")
         on_ready(generation)
 
     # ---- the loaded model -------------------------------------------------------------------------
@@ -241,6 +265,7 @@ class ModelHost:
                 loadSeconds=round(loaded.load_seconds, 2),
                 threads=slot.threads,
                 costModel=[list(point) for point in slot.cost.points] if slot.cost is not None else None,
+                choice=slot.choice.to_json() if slot.choice is not None else None,
             )
             layout, budget = self.prompt_settings()
             info.update(promptLayout=layout, tokenBudget=budget)
@@ -280,6 +305,89 @@ def load(config: Config, progress: Callable[[str, float | None], None]) -> Loade
         raise ModelLoadError(f"cannot load the tokenizer of {config.model!r} from {where}: {exc}") from exc
     seconds = time.perf_counter() - started
     return LoadedModel(None, tokenizer, torch.device("cpu"), torch.float32, config.model, seconds, source, where)
+
+
+Tuned: TypeAlias = "tuple[int | None, CostModel | None]"
+"""(threads, cost model) of :func:`tune`."""
+
+
+def load_setting(
+    config: Config, progress: Callable[[str, float | None], None], warn: Callable[[str], None]
+) -> tuple[Choice, LoadedModel, Tuned | None]:
+    """The model the ``model`` setting comes to (``auto``: :func:`choose`), loaded, and its tuning where choosing
+    tuned it already. A chosen 1.5B that fails to load gives the 0.5B (``warn`` says so); other failures raise."""
+    if config.model != AUTO:
+        return given(config.model), load(config, progress), None
+    choice, measured = choose(config, progress, warn)
+    log.info("%s", choice.log_line())
+    if measured is not None:
+        return choice, measured[0], measured[1]
+    try:
+        return choice, load(dataclasses.replace(config, model=choice.spec), progress), None
+    except Exception as exc:
+        if choice.spec != LARGE:
+            raise
+        choice = fell_back(choice, _error_line(exc))
+        warn(f"the 1.5B failed to load ({_error_line(exc)}); using the 0.5B")
+    return choice, load(dataclasses.replace(config, model=SMALL), progress), None
+
+
+def choose(
+    config: Config, progress: Callable[[str, float | None], None], warn: Callable[[str], None]
+) -> tuple[Choice, tuple[LoadedModel, Tuned] | None]:
+    """The choice for ``auto`` (``lsp_server/model_choice.py``), and the 1.5B loaded and tuned where measuring it
+    loaded it and it is the choice. Its figures come from the store, else from timing it here, loaded (stored
+    for later starts); a 1.5B that fails to load or run while measured gives the 0.5B with a warning."""
+    if not config.local:
+        return Choice(SMALL, "a remote engine decodes: only the tokenizer, the same for both sizes"), None
+    missing = large_not_installed()
+    if missing is not None:
+        return decide(missing, None), None
+    # deferred: torch (see `load`)
+    from lookahead_lsp.decoder.weights.embedded import EMBEDDED_1_5B
+    from lookahead_lsp.lsp_server import model_figures
+
+    path = model_figures.figures_path(config, EMBEDDED_1_5B.sha256)
+    figures = model_figures.stored(path)
+    if figures is not None:
+        log.info("the 1.5B's figures on this machine from %s", path)
+        return decide(None, figures), None
+    progress("timing the 1.5B on this machine (once) to choose the model", None)
+    large = dataclasses.replace(config, model=LARGE)
+    try:
+        loaded = load(large, progress)
+        tuned = tune(loaded, config.threads)
+        device = loaded.device.type
+        figures = model_figures.measure(loaded.model, config.prompt_settings(device)[1])
+    except Exception as exc:  # ModelLoadError, a damaged cache, anything a pass raises
+        warn(f"the 1.5B failed to load or run ({_error_line(exc)}); using the 0.5B")
+        return untimed(_error_line(exc)), None
+    model_figures.store(path, figures)
+    log.info("the 1.5B timed on this machine: %s (stored in %s)", figures.describe(), path)
+    choice = decide(None, figures)
+    if choice.spec == LARGE:
+        return choice, (loaded, tuned)
+    del loaded
+    gc.collect()  # the 1.5B's memory given back before the 0.5B loads
+    memory.trim()
+    return choice, None
+
+
+def chosen_spec(spec: str, device: str = "auto") -> str:
+    """The model a command's ``--model`` names: ``auto`` chosen as the daemon chooses (logged), else itself."""
+    if spec != AUTO:
+        return spec
+    configure_threads(None)
+    config = Config(model=AUTO, device=device)
+    choice, _ = choose(config, lambda message, _fraction: log.info("%s", message), lambda text: log.warning("%s", text))
+    log.info("%s", choice.log_line())
+    return choice.spec
+
+
+def _error_line(exc: BaseException) -> str:
+    from lookahead_lsp.decoder.runtime.model import ModelLoadError  # deferred: torch (see `load`)
+
+    return str(exc) if isinstance(exc, ModelLoadError) else f"{type(exc).__name__}: {exc}"
 
 
 def make_backend(loaded: LoadedModel, config: Config, events: EngineEvents, cost: CostModel | None) -> Backend:

@@ -37,7 +37,14 @@ def test_real_model_completion_and_kv_reuse(tmp_path: Path) -> None:
     try:
         # no deadlines and no runaway-line cap: the first request prefills the whole file, and this test reads the
         # whole completion however slow the kernel level (the scalar build needs more than the cap's 2.5 s)
-        options = {"maxNewTokens": 24, "lineDeadlineMs": None, "multilineDeadlineMs": None, "lineCapMs": None}
+        # (the 0.5B named: the default "auto" may choose the 1.5B where it is installed)
+        options = {
+            "model": "embedded",
+            "maxNewTokens": 24,
+            "lineDeadlineMs": None,
+            "multilineDeadlineMs": None,
+            "lineCapMs": None,
+        }
         client.initialize(root=root, options=options)
         assert client.wait_model(timeout=600)["state"] == "ready"
         client.open(uri, SOURCE)
