@@ -119,11 +119,17 @@ def kv_cache_bytes() -> int:
 
 
 class PrefixKV:
-    """A :class:`GrowingCache` plus the ids it holds; reused by the next call that shares a prefix."""
+    """A :class:`GrowingCache` plus the ids it holds; reused by the next call that shares a prefix.
+
+    It also keeps the next-token logits that the last prefill ended with (:meth:`remember`): a call whose
+    prompt is exactly that prefix (an editor asking again, a benchmark's repeat) starts from those logits and
+    the same entries, with no pass at all, so it decodes bit for bit as the first call did; without them the
+    prompt's last token would be run again alone, whose numbers differ slightly from the prefill's."""
 
     def __init__(self) -> None:
         self.cache: DynamicCache = GrowingCache()
         self.ids: list[int] = []
+        self.prompt_logits: tuple[int, torch.Tensor] | None = None  # (prefix length, next-token logits)
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -131,25 +137,43 @@ class PrefixKV:
     def reset(self) -> None:
         self.cache = GrowingCache()
         self.ids = []
+        self.prompt_logits = None
+
+    def remember(self, logits: torch.Tensor) -> None:
+        """The next-token logits after every entry the cache holds now (the end of a prefill)."""
+        self.prompt_logits = (len(self.ids), logits)
 
     def reuse_for(self, prompt: Sequence[int]) -> int:
         """Crop the cache to the longest prefix it shares with ``prompt`` and return that length.
 
-        At least one prompt token is always left out so that the caller's prefill yields next-token logits.
-        """
-        keep = min(common_prefix_len(self.ids, prompt), len(prompt) - 1)
+        At least one prompt token is left out so that the caller's prefill yields next-token logits, unless
+        the whole prompt is the prefix whose logits were remembered (:meth:`logits_for` gives them)."""
+        shared = common_prefix_len(self.ids, prompt)
+        if self.prompt_logits is not None and self.prompt_logits[0] == len(prompt) <= shared:
+            self.truncate(len(prompt))
+            return len(prompt)
+        keep = min(shared, len(prompt) - 1)
         if keep <= 0:
             self.reset()
             return 0
         self.truncate(keep)
         return keep
 
+    def logits_for(self, prompt: Sequence[int]) -> torch.Tensor | None:
+        """The remembered next-token logits when the cache holds exactly ``prompt``, else None."""
+        held = self.prompt_logits
+        if held is None or held[0] != len(prompt) or len(self.ids) != len(prompt):
+            return None
+        return held[1] if self.ids == list(prompt) else None
+
     def truncate(self, length: int) -> None:
-        """Drop the entries past ``length``."""
+        """Drop the entries past ``length`` (and the remembered logits of a longer prefix)."""
         extra = len(self.ids) - length
         if extra > 0:
             self.cache.crop(-extra)
             del self.ids[length:]
+        if self.prompt_logits is not None and self.prompt_logits[0] > length:
+            self.prompt_logits = None
 
     def _layers(self) -> list[DynamicLayer]:
         return [cast(DynamicLayer, layer) for layer in self.cache.layers]  # GrowingLayers (DynamicLayers)
@@ -180,6 +204,8 @@ class PrefixKV:
         ``ids`` are the tokens of the kept entries. Contiguous leading offsets only crop; others are gathered.
         """
         n_appended = self.cache.get_seq_length() - start
+        if self.prompt_logits is not None and self.prompt_logits[0] > start:
+            self.prompt_logits = None
         if list(offsets) != list(range(len(offsets))):  # move the kept entries to the front, in place
             index = torch.tensor([start + o for o in offsets], dtype=torch.long)
             with torch.inference_mode():  # the entries are inference tensors (written by forward passes)

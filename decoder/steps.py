@@ -107,7 +107,11 @@ def begin(model: torch.nn.Module, kv: PrefixKV, gen: Generation) -> torch.Tensor
         raise ValueError("the prompt is empty")
     t0 = time.perf_counter()
     reused = kv.reuse_for(prompt)
-    logits = prefill(model, kv, prompt[reused:], gen.request.cancel)
+    logits = kv.logits_for(prompt) if reused == len(prompt) else None
+    if logits is None:
+        logits = prefill(model, kv, prompt[reused:], gen.request.cancel)
+        if logits is not None:
+            kv.remember(logits)
     gen.stats.reused_tokens = reused
     gen.stats.prefilled_tokens = len(prompt) - reused
     gen.stats.prefill_ms = (time.perf_counter() - t0) * 1000

@@ -53,3 +53,40 @@ def test_a_gather_keeps_the_chosen_entries_in_order() -> None:
     forward(model, straight, [1, 2, 3, 11, 13])
     straight.append([1, 2, 3, 11, 13])
     assert torch.allclose(forward(model, kv, [20]), forward(model, straight, [20]), atol=1e-12)
+
+
+def test_the_same_prompt_again_starts_from_the_remembered_prefill_and_decodes_the_same() -> None:
+    """An editor re-asking, a benchmark's repeat: no pass for the prompt, and the first call's tokens."""
+    from lookahead_lsp.decoder.greedy import GreedyDecoder
+    from lookahead_lsp.decoder.lookahead import LookaheadConfig, LookaheadDecoder
+    from lookahead_lsp.decoder.types import DecodeRequest
+
+    model = make_tiny_qwen2(seed=3)
+    prompt = [(i * 37) % 200 + 5 for i in range(70)]
+    for decoder in (GreedyDecoder(model), LookaheadDecoder(model, LookaheadConfig())):
+        first = decoder.generate(DecodeRequest(prompt, max_new_tokens=12))
+        again = decoder.generate(DecodeRequest(prompt, max_new_tokens=12))
+        assert first.stats.prefilled_tokens == len(prompt)
+        assert (again.stats.prefilled_tokens, again.stats.reused_tokens) == (0, len(prompt))
+        assert again.token_ids == first.token_ids
+        longer = decoder.generate(DecodeRequest([*prompt, 9], max_new_tokens=4))  # a new prompt: one token to run
+        assert (longer.stats.prefilled_tokens, longer.stats.reused_tokens) == (1, len(prompt))
+        shorter = decoder.generate(DecodeRequest(prompt[:-3], max_new_tokens=4))  # no logits: its last token runs
+        assert (shorter.stats.prefilled_tokens, shorter.stats.reused_tokens) == (1, len(prompt) - 4)
+
+
+def test_remembered_logits_are_those_of_the_prefill_and_go_when_their_entries_do() -> None:
+    model = make_tiny_qwen2(seed=3)
+    kv = PrefixKV()
+    prompt = list(range(10, 60))
+    from lookahead_lsp.decoder.forward import prefill
+
+    logits = prefill(model, kv, prompt)
+    assert logits is not None
+    kv.remember(logits)
+    assert kv.reuse_for(prompt) == len(prompt)
+    held = kv.logits_for(prompt)
+    assert held is not None and torch.equal(held, logits)
+    assert kv.logits_for(prompt[:-1]) is None and kv.logits_for([*prompt[:-1], 7]) is None
+    kv.truncate(len(prompt) - 1)  # the last entry gone: its logits with it
+    assert kv.prompt_logits is None and kv.reuse_for(prompt) == len(prompt) - 1
