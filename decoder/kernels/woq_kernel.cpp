@@ -1,8 +1,10 @@
 // Weight-only quantized matrix products for the rows of a decoding pass (or a prefill chunk) on a CPU.
 //
 // out[m, n] = sum_k x[m, k] * w[n, k] + bias[n], with w[n, k] = code * scale + offset per group of 32 weights
-// along a row, codes kept in the GGUF's own widths (4, 5 or 8 bits). Activations are quantized to int8 per group
-// of 32 (as llama.cpp's Q8 activations); each group's product of codes and activations is an exact integer.
+// along a row, codes kept in the GGUF's own widths (4, 5 or 8 bits); or Q6_K's own form (6-bit codes, a float16
+// per 256 weights times a signed 8-bit scale per 16: w = d * sub * (code - 32)). Activations are quantized to
+// int8 per group of 32 (as llama.cpp's Q8 activations); each group's product of codes and activations is an
+// exact integer.
 //
 // Weights are read in TILES (decoder/woq_linear.py: tile_weight): 8 weight rows side by side, group by group,
 // each group's codes as 8 chunk vectors of 32 bytes, chunk k holding codes 4k..4k+3 of each of the 8 rows. One
@@ -23,6 +25,9 @@
 //   acc  = fma((float)dot, scale[n, g] * d[m, g], acc)                         (float32, group by group)
 //   acc  = fma(offset[n, g], d[m, g] * sum(q over the group), acc)
 //   out  = acc + bias[n]
+// and for Q6_K (no offset: its codes are centred before the dot)
+//   dot  = sub[n, 2g] * sum over codes 0..15 of (code - 32) * q + sub[n, 2g + 1] * the same over codes 16..31
+//   acc  = fma((float)dot, d[n, g / 8] * d[m, g], acc)
 // Row independence: that sequence for out[m, n] does not depend on the number of rows in the pass, the tile of
 // rows it falls in or the thread that runs it: a lookahead pass computes for each of its rows exactly what a
 // one-token greedy pass computes.
@@ -71,15 +76,26 @@ static const char* const ISA = "scalar";
 #define WOQ_NEON 0
 #endif
 
-enum Layout { NIBBLES = 4, NIBBLES_HIGH_BIT = 5, BYTES = 8 };
-enum Scales { HALF_ZERO = 0, HALF_PAIR = 1, FLOAT_PAIR = 2, K_QUANT = 3 };
+enum Layout { NIBBLES = 4, NIBBLES_HIGH_BIT = 5, SIX_BITS = 6, BYTES = 8 };
+enum Scales { HALF_ZERO = 0, HALF_PAIR = 1, FLOAT_PAIR = 2, K_QUANT = 3, SUB_SCALES = 4 };
 static const int LANES = 8;    // weight rows in a tile
 static const int GROUP = 32;   // weights per group
 static const int CHUNKS = 8;   // 4-code chunks per group
 static const int PREFETCH_BLOCKS = 16;  // tile-groups read ahead of the one multiplied
+static const int SUPER = 8;    // groups per Q6_K super-block (one float16 d per row)
+static const int SIX_ZERO = 32;  // the Q6_K code of weight 0
 
-static inline int code_bytes(int layout) { return layout == BYTES ? 256 : layout == NIBBLES ? 128 : 160; }
-static inline int scale_bytes(int mode) { return mode == HALF_ZERO ? 16 : mode == HALF_PAIR ? 32 : mode == K_QUANT ? 48 : 64; }
+// Q6_K's tile-group (layout SIX_BITS, scale mode SUB_SCALES, 210 bytes for 256 weights: the GGUF's own bytes):
+// 8 signed sub-block scales of codes 0..15 (rows 0..7), 8 of codes 16..31, then the float16 d of row g % 8 of the
+// tile for the super-block of group g (the 8 rows' d of a super-block lie in its 8 tile-groups, one each), then
+// the codes: 128 bytes of low nibbles as the NIBBLES layout, then two 32-byte vectors of high 2-bit pairs, chunk k's
+// at bits 2 (k % 4) of vector k / 4 (byte 4j + b: code 4k + b of row j).
+static inline int code_bytes(int layout) {
+    return layout == BYTES ? 256 : layout == NIBBLES ? 128 : layout == SIX_BITS ? 192 : 160;
+}
+static inline int scale_bytes(int mode) {
+    return mode == HALF_ZERO ? 16 : mode == HALF_PAIR ? 32 : mode == K_QUANT ? 48 : mode == SUB_SCALES ? 18 : 64;
+}
 
 static inline float half_to_float(uint16_t h) {  // exact (float16 -> float32 loses nothing)
     const uint32_t sign = (uint32_t)(h & 0x8000) << 16, exponent = (h >> 10) & 0x1F, mantissa = h & 0x3FF;
@@ -134,7 +150,15 @@ static inline int code_at(int layout, const uint8_t* c, int j, int i) {
     if (layout == BYTES) return c[32 * k + at];
     const int nibble = k < 4 ? (c[32 * k + at] & 15) : (c[32 * (k - 4) + at] >> 4);
     if (layout == NIBBLES) return nibble;
+    if (layout == SIX_BITS) return nibble | (((c[128 + 32 * (k / 4) + at] >> (2 * (k % 4))) & 3) << 4);
     return nibble | (((c[128 + at] >> k) & 1) << 4);
+}
+
+// the float16 d of row j of a Q6_K tile-group's super-block: in the j-th tile-group of the super-block (`first`)
+static inline uint16_t six_super_bits(const uint8_t* first, int64_t block, int j) {
+    uint16_t h;
+    memcpy(&h, first + j * block + 16, 2);
+    return h;
 }
 
 #if WOQ_SIMD
@@ -153,13 +177,22 @@ struct F8 {
 };
 static inline F8 f_zero() { return {_mm256_setzero_ps()}; }
 static inline void f_store(F8 a, float* p) { _mm256_storeu_ps(p, a.v); }
+// acc + dot * (s * d)
+static inline F8 f_scaled(F8 acc, __m256i dot, F8 s, float d) {
+    const __m256 scale = _mm256_mul_ps(s.v, _mm256_set1_ps(d));
+    return {_mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), scale, acc.v)};
+}
 // acc + dot * (s * d) + o * xo, in that order of roundings
 static inline F8 f_step(F8 acc, __m256i dot, F8 s, float d, F8 o, float xo) {
-    const __m256 scale = _mm256_mul_ps(s.v, _mm256_set1_ps(d));
-    const __m256 a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), scale, acc.v);
-    return {_mm256_fmadd_ps(o.v, _mm256_set1_ps(xo), a)};
+    return {_mm256_fmadd_ps(o.v, _mm256_set1_ps(xo), f_scaled(acc, dot, s, d).v)};
 }
 static inline __m256 halves(const uint8_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)p)); }
+// the 8 rows' d of the Q6_K super-block whose first tile-group is `first`
+static inline F8 super_scales(const uint8_t* first, int64_t block) {
+    uint16_t h[LANES];
+    for (int j = 0; j < LANES; j++) h[j] = six_super_bits(first, block, j);
+    return {halves((const uint8_t*)h)};
+}
 static inline __m256 bytes8(const uint8_t* p) { return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i*)p))); }
 static inline void scales8(int mode, float zero, const uint8_t* p, F8* s, F8* o) {
     switch (mode) {
@@ -196,13 +229,17 @@ static inline void f_store(F8 a, float* p) {
     vst1q_f32(p, a.lo);
     vst1q_f32(p + 4, a.hi);
 }
-// acc + dot * (s * d) + o * xo, in that order of roundings
-static inline float32x4_t f_step4(float32x4_t acc, int32x4_t dot, float32x4_t s, float d, float32x4_t o, float xo) {
-    const float32x4_t a = vfmaq_f32(acc, vcvtq_f32_s32(dot), vmulq_n_f32(s, d));
-    return vfmaq_n_f32(a, o, xo);
+// acc + dot * (s * d)
+static inline float32x4_t f_scaled4(float32x4_t acc, int32x4_t dot, float32x4_t s, float d) {
+    return vfmaq_f32(acc, vcvtq_f32_s32(dot), vmulq_n_f32(s, d));
 }
+static inline F8 f_scaled(F8 acc, I8 dot, F8 s, float d) {
+    return {f_scaled4(acc.lo, dot.lo, s.lo, d), f_scaled4(acc.hi, dot.hi, s.hi, d)};
+}
+// acc + dot * (s * d) + o * xo, in that order of roundings
 static inline F8 f_step(F8 acc, I8 dot, F8 s, float d, F8 o, float xo) {
-    return {f_step4(acc.lo, dot.lo, s.lo, d, o.lo, xo), f_step4(acc.hi, dot.hi, s.hi, d, o.hi, xo)};
+    const F8 a = f_scaled(acc, dot, s, d);
+    return {vfmaq_n_f32(a.lo, o.lo, xo), vfmaq_n_f32(a.hi, o.hi, xo)};
 }
 static inline F8 f_mul(F8 a, F8 b) { return {vmulq_f32(a.lo, b.lo), vmulq_f32(a.hi, b.hi)}; }
 static inline F8 halves(const uint8_t* p) {  // exact, as half_to_float
@@ -214,6 +251,12 @@ static inline F8 bytes8(const uint8_t* p) {
     return {vcvtq_f32_u32(vmovl_u16(vget_low_u16(wide))), vcvtq_f32_u32(vmovl_high_u16(wide))};
 }
 static inline F8 floats8(const uint8_t* p) { return {vld1q_f32((const float*)p), vld1q_f32((const float*)p + 4)}; }
+// the 8 rows' d of the Q6_K super-block whose first tile-group is `first`
+static inline F8 super_scales(const uint8_t* first, int64_t block) {
+    uint16_t h[LANES];
+    for (int j = 0; j < LANES; j++) h[j] = six_super_bits(first, block, j);
+    return halves((const uint8_t*)h);
+}
 static inline void scales8(int mode, float zero, const uint8_t* p, F8* s, F8* o) {
     switch (mode) {
         case HALF_ZERO:
@@ -271,12 +314,19 @@ static inline void f_store(F8 a, float* p) { memcpy(p, a.v, sizeof(a.v)); }
 static inline void scales8(int mode, float zero, const uint8_t* p, F8* s, F8* o) {
     tile_scales(mode, zero, p, s->v, o->v);
 }
-static inline F8 f_step(F8 acc, I8 dot, F8 s, float d, F8 o, float xo) {
-    for (int j = 0; j < LANES; j++) {
-        const float scale = s.v[j] * d;
-        acc.v[j] = fmaf(o.v[j], xo, fmaf((float)dot.v[j], scale, acc.v[j]));
-    }
+static inline F8 f_scaled(F8 acc, I8 dot, F8 s, float d) {
+    for (int j = 0; j < LANES; j++) acc.v[j] = fmaf((float)dot.v[j], s.v[j] * d, acc.v[j]);
     return acc;
+}
+static inline F8 f_step(F8 acc, I8 dot, F8 s, float d, F8 o, float xo) {
+    acc = f_scaled(acc, dot, s, d);
+    for (int j = 0; j < LANES; j++) acc.v[j] = fmaf(o.v[j], xo, acc.v[j]);
+    return acc;
+}
+static inline F8 super_scales(const uint8_t* first, int64_t block) {
+    F8 s;
+    for (int j = 0; j < LANES; j++) s.v[j] = half_to_float(six_super_bits(first, block, j));
+    return s;
 }
 #endif
 
@@ -361,6 +411,51 @@ static inline __m256i chunk(const uint8_t* c, int k) {
     return v;
 }
 
+// chunk k of a Q6_K tile-group's codes, centred: code - 32 as signed bytes (-32 .. 31)
+static inline __m256i six_chunk(const uint8_t* c, int k) {
+    const __m256i pairs = _mm256_loadu_si256((const __m256i*)(c + 128 + 32 * (k / 4)));
+    const int at = 2 * (k % 4);  // the chunk's pair, moved to bits 4-5
+    const __m256i high = at <= 4 ? _mm256_slli_epi16(pairs, 4 - at) : _mm256_srli_epi16(pairs, at - 4);
+    const __m256i code = _mm256_or_si256(chunk<NIBBLES>(c, k), _mm256_and_si256(high, _mm256_set1_epi8(0x30)));
+    return _mm256_sub_epi8(code, _mm256_set1_epi8(SIX_ZERO));
+}
+
+// 8 rows' signed sub-block scales s (8 bytes) as 8 int32 lanes of two int16 s each: madd's multiplier
+static inline __m256i sub_pairs(const uint8_t* p) {
+    const __m128i bytes = _mm_loadl_epi64((const __m128i*)p);
+    return _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(bytes, bytes));
+}
+
+// half H of a Q6_K group (chunks 4H .. 4H + 3): each row's centred codes times its activations by sign transfer,
+// summed in 16 bits (|pair| <= 2 * 32 * 127: four chunks' pairs stay below 2^15), then by madd times the weight
+// rows' sub-block scales into 32 bits, added to dot (H = 1) or put there (H = 0)
+template <int MT, int H>
+static inline void six_half(const uint8_t* p, const uint8_t* c, const int8_t* q, I8* dot) {
+    __m256i sums[MT];
+    for (int m = 0; m < MT; m++) sums[m] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+    for (int k = 4 * H; k < 4 * H + 4; k++) {
+        const __m256i codes = six_chunk(c, k), magnitude = _mm256_abs_epi8(codes);
+        for (int m = 0; m < MT; m++) {
+            const __m256i x = _mm256_sign_epi8(broadcast4(q + m * GROUP + 4 * k), codes);
+            sums[m] = _mm256_add_epi16(sums[m], _mm256_maddubs_epi16(magnitude, x));
+            in_register(sums[m]);
+        }
+    }
+    const __m256i scales = sub_pairs(p + LANES * H);
+    for (int m = 0; m < MT; m++) {
+        const __m256i wide = _mm256_madd_epi16(sums[m], scales);
+        dot[m] = H ? _mm256_add_epi32(dot[m], wide) : wide;
+    }
+}
+
+// each row's exact Q6_K integer dot of the tile-group (as the scalar six_dots), at every x86-64 vector level
+template <int MT>
+static inline void six_dots(const uint8_t* p, const uint8_t* c, const int8_t* q, I8* dot) {
+    six_half<MT, 0>(p, c, q, dot);
+    six_half<MT, 1>(p, c, q, dot);
+}
+
 #elif WOQ_NEON
 // ---- ARM64 levels: chunk by chunk, each chunk's two halves (rows 0-3, rows 4-7) decoded once
 
@@ -411,6 +506,44 @@ static inline void lane_rows(const uint8_t* c, const int8_t* q, const int32_t* q
         dot[m] = {start, start};
     }
     lane_chunks<LAYOUT, MT, 0>(c, q, dot);
+}
+
+// half h (rows 0-3, 4-7) of chunk k of a Q6_K tile-group's codes, centred: code - 32 as signed bytes
+static inline int8x16_t six_chunk_half(const uint8_t* c, int k, int h) {
+    const uint8x16_t pairs = vld1q_u8(c + 128 + 32 * (k / 4) + 16 * h);
+    const uint8x16_t high = vshlq_u8(pairs, vdupq_n_s8((int8_t)(4 - 2 * (k % 4))));  // the pair to bits 4-5
+    const uint8x16_t code = vorrq_u8(chunk_half<NIBBLES>(c, k, h), vandq_u8(high, vdupq_n_u8(0x30)));
+    return vsubq_s8(vreinterpretq_s8_u8(code), vdupq_n_s8(SIX_ZERO));
+}
+
+// chunks K .. the end of K's half against rows 0 .. MT - 1 by sdot, lane by lane (as lane_chunks), into part
+template <int MT, int K>
+static inline void six_lane_chunks(const uint8_t* c, const int8_t* q, I8* part) {
+    const int8x16_t lo = six_chunk_half(c, K, 0), hi = six_chunk_half(c, K, 1);
+    for (int m = 0; m < MT; m++) {
+        const int8x16_t x = vld1q_s8(q + m * GROUP + 16 * (K / 4));
+        part[m].lo = vdotq_laneq_s32(part[m].lo, lo, x, K % 4);
+        part[m].hi = vdotq_laneq_s32(part[m].hi, hi, x, K % 4);
+    }
+    if constexpr (K % 4 != 3) six_lane_chunks<MT, K + 1>(c, q, part);
+}
+
+// each row's exact Q6_K integer dot of the tile-group (as the scalar six_dots): per half of the group the centred
+// codes' dots by sdot (at both ARM64 levels), times the weight rows' sub-block scales
+template <int MT>
+static inline void six_dots(const uint8_t* p, const uint8_t* c, const int8_t* q, I8* dot) {
+    I8 part[MT];
+    for (int m = 0; m < MT; m++) part[m] = {vdupq_n_s32(0), vdupq_n_s32(0)};
+    six_lane_chunks<MT, 0>(c, q, part);
+    const int16x8_t first = vmovl_s8(vld1_s8((const int8_t*)p));
+    for (int m = 0; m < MT; m++)
+        dot[m] = {vmulq_s32(part[m].lo, vmovl_s16(vget_low_s16(first))), vmulq_s32(part[m].hi, vmovl_high_s16(first))};
+    for (int m = 0; m < MT; m++) part[m] = {vdupq_n_s32(0), vdupq_n_s32(0)};
+    six_lane_chunks<MT, 4>(c, q, part);
+    const int16x8_t second = vmovl_s8(vld1_s8((const int8_t*)p + LANES));
+    for (int m = 0; m < MT; m++)
+        dot[m] = {vmlaq_s32(dot[m].lo, part[m].lo, vmovl_s16(vget_low_s16(second))),
+                  vmlaq_s32(dot[m].hi, part[m].hi, vmovl_high_s16(second))};
 }
 #endif
 
@@ -534,6 +667,27 @@ static inline void group_dots(const uint8_t* c, const int8_t* q, const int32_t* 
     decode<LAYOUT>(c, &codes);
     for (int m = 0; m < MT; m++) dot[m] = group_dot<LAYOUT>(codes, q + m * GROUP, qsum[m]);
 }
+
+// each row's exact Q6_K integer dot of the tile-group: per half of the group (codes 0..15, 16..31) the centred
+// codes times the activations, times the weight row's signed sub-block scale of that half (p: 8 of the first
+// half, then 8 of the second)
+template <int MT>
+static inline void six_dots(const uint8_t* p, const uint8_t* c, const int8_t* q, I8* dot) {
+    Codes<SIX_BITS> codes;
+    decode<SIX_BITS>(c, &codes);
+    for (int m = 0; m < MT; m++) {
+        for (int j = 0; j < LANES; j++) {
+            int32_t total = 0;
+            for (int h = 0; h < 2; h++) {
+                int32_t part = 0;
+                for (int i = 16 * h; i < 16 * h + 16; i++)
+                    part += ((int32_t)codes.c[j * GROUP + i] - SIX_ZERO) * (int32_t)q[m * GROUP + i];
+                total += (int32_t)(int8_t)p[LANES * h + j] * part;
+            }
+            dot[m].v[j] = total;
+        }
+    }
+}
 #endif
 
 // tile t of the weight against rows m0 .. m0 + MT - 1 of the pass
@@ -542,6 +696,7 @@ __attribute__((noinline)) static void block(const Tiled& w, int64_t t, const Act
     const int64_t G = w.groups, head = scale_bytes(w.mode);
     F8 acc[MT];
     for (int m = 0; m < MT; m++) acc[m] = f_zero();
+    F8 d_super = f_zero();  // Q6_K: the rows' d of the current super-block
     for (int64_t g = 0; g < G; g++) {
         const uint8_t* p = w.data + (t * G + g) * w.block;
 #if WOQ_SIMD
@@ -554,10 +709,16 @@ __attribute__((noinline)) static void block(const Tiled& w, int64_t t, const Act
 #endif
         const int64_t at = g * a.batch + m0;  // row m0's group g; row m0 + m's is m after it
         I8 dot[MT];
-        group_dots<LAYOUT, MT>(p + head, &a.q[at * GROUP], &a.qsum[at], dot);
-        F8 s, o;
-        scales8(w.mode, w.zero, p, &s, &o);
-        for (int m = 0; m < MT; m++) acc[m] = f_step(acc[m], dot[m], s, a.d[at + m], o, a.xo[at + m]);
+        if constexpr (LAYOUT == SIX_BITS) {
+            if (g % SUPER == 0) d_super = super_scales(p, w.block);
+            six_dots<MT>(p, p + head, &a.q[at * GROUP], dot);
+            for (int m = 0; m < MT; m++) acc[m] = f_scaled(acc[m], dot[m], d_super, a.d[at + m]);
+        } else {
+            group_dots<LAYOUT, MT>(p + head, &a.q[at * GROUP], &a.qsum[at], dot);
+            F8 s, o;
+            scales8(w.mode, w.zero, p, &s, &o);
+            for (int m = 0; m < MT; m++) acc[m] = f_step(acc[m], dot[m], s, a.d[at + m], o, a.xo[at + m]);
+        }
     }
     store_block<MT>(w, t, acc, m0);
 }
@@ -599,7 +760,9 @@ struct Job {
     float zero;
 };
 
-static bool known(int64_t layout, int64_t mode) {
+// a layout and scale mode the kernel reads (Q6_K's only together, in whole super-blocks)
+static bool known(int64_t layout, int64_t mode, int64_t groups) {
+    if (layout == SIX_BITS || mode == SUB_SCALES) return layout == SIX_BITS && mode == SUB_SCALES && groups % SUPER == 0;
     return (layout == NIBBLES || layout == NIBBLES_HIGH_BIT || layout == BYTES) && mode >= HALF_ZERO && mode <= K_QUANT;
 }
 
@@ -615,13 +778,20 @@ static void dequantize_tiles(const Tiled& w, float* out32, uint16_t* out16, int 
     for (int64_t t = 0; t < tiles; t++) {
         for (int64_t g = 0; g < w.groups; g++) {
             const uint8_t* p = w.data + (t * w.groups + g) * w.block;
-            float s[LANES], o[LANES];
-            tile_scales(w.mode, w.zero, p, s, o);
+            float s[LANES] = {}, o[LANES] = {};
+            if (LAYOUT != SIX_BITS) tile_scales(w.mode, w.zero, p, s, o);
             for (int j = 0; j < LANES && t * LANES + j < w.rows; j++) {
                 const int64_t at = (t * LANES + j) * cols + g * GROUP;
                 float row[GROUP];
-                for (int i = 0; i < GROUP; i++)
-                    row[i] = fmaf((float)code_at(LAYOUT, p + scale_bytes(w.mode), j, i), s[j], o[j]);
+                for (int i = 0; i < GROUP; i++) {
+                    float scale = s[j], offset = o[j];
+                    if (LAYOUT == SIX_BITS) {  // d * sub, and (code - 32) * that exactly by one fma
+                        const uint8_t* first = p - (g % SUPER) * w.block;
+                        scale = half_to_float(six_super_bits(first, w.block, j)) * (float)(int8_t)p[LANES * (i / 16) + j];
+                        offset = -(float)SIX_ZERO * scale;
+                    }
+                    row[i] = fmaf((float)code_at(LAYOUT, p + scale_bytes(w.mode), j, i), scale, offset);
+                }
                 if (out32) {
                     memcpy(out32 + at, row, sizeof(row));
                 } else {
@@ -643,7 +813,7 @@ extern "C" {
 // or scale mode it does not know or jobs of different widths.
 int woq_linear(const float* x, int64_t batch, const Job* jobs, int count, float* out, int64_t out_cols, int threads) {
     for (int j = 0; j < count; j++)
-        if (!known(jobs[j].layout, jobs[j].mode) || jobs[j].groups != jobs[0].groups) return -1;
+        if (!known(jobs[j].layout, jobs[j].mode, jobs[j].groups) || jobs[j].groups != jobs[0].groups) return -1;
     const Activations a(x, batch, jobs[0].groups);
 #pragma omp parallel num_threads(threads)
     {
@@ -652,6 +822,7 @@ int woq_linear(const float* x, int64_t batch, const Job* jobs, int count, float*
             switch (w.layout) {
                 case NIBBLES: weight_tiles<NIBBLES>(w, a); break;
                 case NIBBLES_HIGH_BIT: weight_tiles<NIBBLES_HIGH_BIT>(w, a); break;
+                case SIX_BITS: weight_tiles<SIX_BITS>(w, a); break;
                 default: weight_tiles<BYTES>(w, a); break;
             }
         }
@@ -661,11 +832,12 @@ int woq_linear(const float* x, int64_t batch, const Job* jobs, int count, float*
 
 // the job's weight as a dense (rows, groups * 32) matrix: float32 into out32, or else bfloat16 into out16
 int woq_dequantize(const Job* job, float* out32, uint16_t* out16, int threads) {
-    if (!known(job->layout, job->mode)) return -1;
+    if (!known(job->layout, job->mode, job->groups)) return -1;
     const Tiled w = tiled(*job, nullptr, 0);
     switch (w.layout) {
         case NIBBLES: dequantize_tiles<NIBBLES>(w, out32, out16, threads); return 0;
         case NIBBLES_HIGH_BIT: dequantize_tiles<NIBBLES_HIGH_BIT>(w, out32, out16, threads); return 0;
+        case SIX_BITS: dequantize_tiles<SIX_BITS>(w, out32, out16, threads); return 0;
         default: dequantize_tiles<BYTES>(w, out32, out16, threads); return 0;
     }
 }

@@ -4,13 +4,15 @@ A weight is stored (:func:`woq_state`) as its integer codes in the narrowest lay
 nibbles, nibbles plus a mask of fifth bits, or bytes: 0.5, 0.625 or 1 byte a weight) with one scale per 32
 weights (float16 where that is exact, as for every GGUF format with a float16 block scale, else float32) and
 either one offset per 32 weights or one zero code for the whole matrix (``offset = -zero * scale``: the
-symmetric formats). A layer holds it as the kernel reads it (:class:`WoqWeight`): tiles of 8 rows, group by
+symmetric formats). Q6_K keeps its own form (:class:`SixBitGroups`, layout :data:`SIX_BIT_LAYOUT`): 6-bit codes
+as a nibble plane and a plane of 2-bit pairs, a float16 per 256 weights and a signed byte per 16, 6.5625 bits a
+weight as in the GGUF. A layer holds it as the kernel reads it (:class:`WoqWeight`): tiles of 8 rows, group by
 group, each group's 8 scales and offsets next to its codes interleaved four by four, so that one integer dot
 serves 8 rows and a wide pass decodes each weight once. The kernel multiplies the exact codes by activations
 quantized to int8 per 32 (as llama.cpp) and applies each group's scale and offset in float32.
 
-:func:`woq_state` and :func:`groups_from_state` convert between :class:`AffineGroups` and the stored tensors,
-so that one cached state serves both kernels."""
+:func:`woq_state` and :func:`groups_from_state` convert between the groups and the stored tensors, so that one
+cached state serves both kernels."""
 
 from __future__ import annotations
 
@@ -21,10 +23,13 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from lookahead_lsp.decoder.weights.gguf_blocks import GROUP, AffineGroups
+from lookahead_lsp.decoder.weights.gguf_blocks import GROUP, AffineGroups, SixBitGroups
 
 LAYOUTS = (4, 5, 8)
-"""The kernel's layouts, each named by the code bits it holds: nibbles, nibbles + a fifth-bit mask, bytes."""
+"""The kernel's layouts of affine groups, each named by the code bits it holds: nibbles, nibbles + a fifth-bit
+mask, bytes."""
+SIX_BIT_LAYOUT = 6
+"""Q6_K's layout: nibbles + a plane of 2-bit pairs, with its own scales (scale mode ``sub-scales``)."""
 
 
 def layout_for(bits: int) -> int:
@@ -35,10 +40,12 @@ def layout_for(bits: int) -> int:
     raise ValueError(f"{bits}-bit codes do not fit the native kernel's layouts")
 
 
-def pack_codes(codes: np.ndarray, bits: int) -> torch.Tensor:
-    """Codes (rows, cols) as the kernel's bytes, group by group: nibbles in ggml's order (byte j holds codes j
-    and j + 16), then for 5-bit codes a little-endian 32-bit mask of the groups' fifth bits."""
-    layout = layout_for(bits)
+def pack_codes(codes: np.ndarray, bits: int, layout: int | None = None) -> torch.Tensor:
+    """Codes (rows, cols) as the kernel's bytes (in ``layout``, by default the narrowest affine one), group by
+    group: nibbles in ggml's order (byte j holds codes j and j + 16), then for 5-bit codes a little-endian 32-bit
+    mask of the groups' fifth bits, for Q6_K's layout 8 bytes of high pairs (byte j: codes j, j + 8, j + 16,
+    j + 24 from bit 0 up)."""
+    layout = layout_for(bits) if layout is None else layout
     rows, cols = codes.shape
     grouped = codes.reshape(rows, cols // GROUP, GROUP).astype(np.uint8)
     if layout == 8:
@@ -46,6 +53,10 @@ def pack_codes(codes: np.ndarray, bits: int) -> torch.Tensor:
     nibbles = (grouped[..., :16] & 0x0F) | ((grouped[..., 16:] & 0x0F) << 4)
     if layout == 4:
         return torch.from_numpy(np.ascontiguousarray(nibbles).reshape(rows, -1))
+    if layout == SIX_BIT_LAYOUT:
+        pairs = (grouped >> 4).reshape(rows, cols // GROUP, 4, 8) << (2 * np.arange(4, dtype=np.uint8))[:, None]
+        high = pairs.sum(axis=-2, dtype=np.uint8)
+        return torch.from_numpy(np.ascontiguousarray(np.concatenate([nibbles, high], axis=-1)).reshape(rows, -1))
     fifth = ((grouped >> 4) & 1).astype(np.uint32) << np.arange(GROUP, dtype=np.uint32)
     mask = fifth.sum(axis=-1, dtype=np.uint32).astype("<u4").view(np.uint8).reshape(rows, cols // GROUP, 4)
     return torch.from_numpy(np.ascontiguousarray(np.concatenate([nibbles, mask], axis=-1)).reshape(rows, -1))
@@ -63,6 +74,9 @@ def unpack_codes(packed: torch.Tensor, layout: int, cols: int) -> np.ndarray:
     if layout == 5:
         mask = np.ascontiguousarray(blocks[..., 16:20]).view("<u4")[..., 0]
         codes = codes | ((((mask[..., None] >> np.arange(GROUP, dtype=np.uint32)) & 1) << 4).astype(np.uint8))
+    elif layout == SIX_BIT_LAYOUT:
+        pairs = blocks[..., None, 16:24] >> (2 * np.arange(4, dtype=np.uint8))[:, None]  # (rows, groups, 4, 8)
+        codes = codes | ((pairs & 3) << 4).reshape(rows, groups, GROUP)
     return codes.reshape(rows, cols)
 
 
@@ -73,10 +87,19 @@ def _narrowest(values: np.ndarray) -> torch.Tensor:
     return torch.from_numpy(half if exact else values.astype(np.float32))
 
 
-def woq_state(groups: AffineGroups) -> dict[str, torch.Tensor]:
+def woq_state(groups: AffineGroups | SixBitGroups) -> dict[str, torch.Tensor]:
     """The stored tensors of one weight: ``codes``, ``scale``, ``layout`` and ``cols`` (int64 scalars), and
     either ``offset`` or ``zero`` (a float32 scalar: every offset is ``-zero * scale``, computed so in float32);
-    for a K-quant, ``scale`` and ``offset`` per super-block (float16) with ``scale_sub`` and ``offset_sub``."""
+    for a K-quant, ``scale`` and ``offset`` per super-block (float16) with ``scale_sub`` and ``offset_sub``;
+    for Q6_K (layout 6), ``scale`` per super-block (float16) and ``scale_sub`` (int8, one per 16 weights)."""
+    if isinstance(groups, SixBitGroups):
+        return {
+            "codes": pack_codes(groups.codes, groups.bits, SIX_BIT_LAYOUT),
+            "layout": torch.tensor(SIX_BIT_LAYOUT),
+            "cols": torch.tensor(groups.shape[1]),
+            "scale": torch.from_numpy(groups.d.astype(np.float16)),
+            "scale_sub": torch.from_numpy(np.ascontiguousarray(groups.sub, dtype=np.int8)),
+        }
     scale = groups.scale.astype(np.float32)
     state = {
         "codes": pack_codes(groups.codes, groups.bits),
@@ -101,9 +124,12 @@ def woq_state(groups: AffineGroups) -> dict[str, torch.Tensor]:
     return state
 
 
-def groups_from_state(state: dict[str, torch.Tensor]) -> AffineGroups:
-    """The :class:`AffineGroups` a :func:`woq_state` holds (for ATen's int4 planes where the kernel is missing)."""
+def groups_from_state(state: dict[str, torch.Tensor]) -> AffineGroups | SixBitGroups:
+    """The groups a :func:`woq_state` holds (for ATen's int4 planes where the kernel is missing)."""
     layout, cols = int(state["layout"]), int(state["cols"])
+    if layout == SIX_BIT_LAYOUT:
+        codes = unpack_codes(state["codes"], layout, cols)
+        return SixBitGroups(codes, state["scale"].float().numpy(), state["scale_sub"].numpy().copy())
     scale = state["scale"].float().numpy()
     offset = state["offset"].float().numpy() if "offset" in state else -np.float32(state["zero"]) * scale
     if "scale_sub" in state:  # a K-quant's two levels: the products are exact in float32
@@ -114,12 +140,13 @@ def groups_from_state(state: dict[str, torch.Tensor]) -> AffineGroups:
     return AffineGroups(codes, scale, offset.astype(np.float32), layout)  # a layout is named by its code bits
 
 
-SCALE_MODES = {"half-zero": 0, "half-pair": 1, "float-pair": 2, "k-quant": 3}
+SCALE_MODES = {"half-zero": 0, "half-pair": 1, "float-pair": 2, "k-quant": 3, "sub-scales": 4}
 """How a tile-group keeps its 8 rows' scales and offsets (decoder/woq_kernel.cpp's ``Scales``): float16
 scales with ``offset = -zero * scale``; float16 scales and offsets; float32 both; a K-quant's float16 super-block
-values with the group's 6-bit integers."""
-SCALE_BYTES = (16, 32, 64, 48)
-CODE_BYTES = {4: 128, 5: 160, 8: 256}
+values with the group's 6-bit integers; Q6_K's two signed bytes a row (one per 16 weights) and one row's
+float16 super-block value (the 8 rows' in the super-block's 8 tile-groups)."""
+SCALE_BYTES = (16, 32, 64, 48, 18)
+CODE_BYTES = {4: 128, 5: 160, SIX_BIT_LAYOUT: 192, 8: 256}
 LANES = 8  # weight rows in a tile
 SLAB = 4096  # rows tiled at a time: the temporary copies stay small for the largest matrix (the output head)
 
@@ -127,7 +154,8 @@ SLAB = 4096  # rows tiled at a time: the temporary copies stay small for the lar
 def _tile_codes(codes: np.ndarray, layout: int) -> np.ndarray:
     """Codes (8 t, cols) as the kernel's tile-groups (t, groups, code bytes): chunk k of a group is 32 bytes,
     byte 4j+b holding code 4k+b of row j; nibbles: chunks k and k + 4 in one byte (low, high); 5-bit codes:
-    then 32 bytes whose bit k of byte 4j+b is the fifth bit of chunk k's code."""
+    then 32 bytes whose bit k of byte 4j+b is the fifth bit of chunk k's code; 6-bit codes: then two 32-byte
+    vectors whose byte 4j+b holds chunk k's high pair at bits 2 (k % 4) of vector k // 4."""
     tiles, groups = codes.shape[0] // LANES, codes.shape[1] // GROUP
     chunks = codes.reshape(tiles, LANES, groups, 8, 4).transpose(0, 2, 3, 1, 4)  # (t, g, k, j, b)
     if layout == 8:
@@ -136,6 +164,10 @@ def _tile_codes(codes: np.ndarray, layout: int) -> np.ndarray:
     packed = (nibbles[:, :, :4] | (nibbles[:, :, 4:] << 4)).reshape(tiles, groups, -1)
     if layout == 4:
         return np.ascontiguousarray(packed)
+    if layout == SIX_BIT_LAYOUT:
+        shifts = (2 * np.arange(4, dtype=np.uint8))[:, None, None]  # chunk 4v + i's pair at bits 2i of vector v
+        pairs = (chunks >> 4).reshape(tiles, groups, 2, 4, LANES, 4) << shifts
+        return np.concatenate([packed, pairs.sum(axis=3, dtype=np.uint8).reshape(tiles, groups, -1)], axis=-1)
     fifth = (((chunks >> 4) & 1) << np.arange(8, dtype=np.uint8)[:, None, None]).sum(axis=2, dtype=np.uint8)
     return np.concatenate([packed, fifth.reshape(tiles, groups, -1)], axis=-1)
 
@@ -148,6 +180,8 @@ def _rows(values: np.ndarray, dtype: type) -> np.ndarray:
 
 
 def _scale_mode(state: dict[str, torch.Tensor]) -> int:
+    if int(state["layout"]) == SIX_BIT_LAYOUT:
+        return SCALE_MODES["sub-scales"]
     if "scale_sub" in state:
         return SCALE_MODES["k-quant"]
     if state["scale"].dtype != torch.float16:
@@ -158,6 +192,13 @@ def _scale_mode(state: dict[str, torch.Tensor]) -> int:
 def _tile_scales(state: dict[str, torch.Tensor], mode: int, rows: slice, groups: int) -> np.ndarray:
     """The tile-groups' scale bytes of ``rows`` (a whole number of tiles, padded with zeros) of a stored weight."""
     scale = state["scale"][rows].numpy()
+    if mode == SCALE_MODES["sub-scales"]:
+        sub = _padded(state["scale_sub"][rows].numpy())  # (8 t, 2 groups): the halves of group g at 2g, 2g + 1
+        tiles, supers = sub.shape[0] // LANES, scale.shape[1]
+        # the float16 d of row g % 8 of the tile for group g's super-block: (t, 8, supers) -> (t, supers, 8)
+        d = _padded(scale).astype(np.float16).reshape(tiles, LANES, supers).transpose(0, 2, 1)
+        d_bytes = np.ascontiguousarray(d).reshape(tiles, groups, 1).view(np.uint8)
+        return np.concatenate([_rows(sub[:, 0::2], np.int8), _rows(sub[:, 1::2], np.int8), d_bytes], axis=-1)
     if mode == SCALE_MODES["k-quant"]:
         per = groups // scale.shape[1]
         parts = [np.repeat(scale, per, axis=1), np.repeat(state["offset"][rows].numpy(), per, axis=1)]

@@ -36,7 +36,7 @@ import torch
 from lookahead_lsp.decoder.kernels.isa import architecture, chosen_level, cpu_flag_set, machine_levels
 from lookahead_lsp.decoder.kernels.woq_layout import LAYOUTS, WoqJob, WoqProduct, WoqWeight, fill_job, woq_state
 from lookahead_lsp.decoder.weights.cache import cache_root
-from lookahead_lsp.decoder.weights.gguf_blocks import AffineGroups
+from lookahead_lsp.decoder.weights.gguf_blocks import AffineGroups, SixBitGroups
 
 logger = logging.getLogger(__name__)
 
@@ -253,24 +253,41 @@ def quantize_activations(x: torch.Tensor) -> torch.Tensor:
     return (torch.round(groups * inv).double() * (top / 127.0).double()).reshape(x.shape)
 
 
+def reference_product(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """The kernel's product in float64 with the exact ``weight`` (rows, cols): ``x`` as the kernel sees it."""
+    return quantize_activations(x) @ weight.double().t()
+
+
 def reference_linear(x: torch.Tensor, codes: torch.Tensor, scale: torch.Tensor, offset: torch.Tensor) -> torch.Tensor:
     """The kernel's product in float64: ``codes`` (rows, cols) unpacked, ``x`` as the kernel sees it."""
     rows, cols = codes.shape
     grouped = codes.double().reshape(rows, -1, 32) * scale.double()[..., None] + offset.double()[..., None]
-    return quantize_activations(x) @ grouped.reshape(rows, cols).t()
+    return reference_product(x, grouped.reshape(rows, cols))
 
 
-def probe(kernel: WoqKernel) -> bool:
-    """Whether the kernel agrees with :func:`reference_linear` on a small weight of every layout."""
-    generator = torch.Generator().manual_seed(0)
+def probe_weights(generator: torch.Generator) -> list[AffineGroups | SixBitGroups]:
+    """A small weight of every layout: 12 rows (a tile and a half), random codes and scales."""
+    weights: list[AffineGroups | SixBitGroups] = []
     for layout in LAYOUTS:
         codes = torch.randint(0, 2**layout, (12, 64), generator=generator, dtype=torch.uint8)
         scale = torch.rand(12, 2, generator=generator) + 0.5
         offset = -torch.rand(12, 2, generator=generator)
-        x = torch.randn(3, 64, generator=generator)
-        groups = AffineGroups(codes.numpy(), scale.numpy(), offset.numpy(), layout)
+        weights.append(AffineGroups(codes.numpy(), scale.numpy(), offset.numpy(), layout))
+    codes = torch.randint(0, 64, (12, 512), generator=generator, dtype=torch.uint8)
+    d = (torch.rand(12, 2, generator=generator) * 0.01).half().float()
+    sub = torch.randint(-128, 128, (12, 32), generator=generator, dtype=torch.int8)
+    weights.append(SixBitGroups(codes.numpy(), d.numpy(), sub.numpy()))
+    return weights
+
+
+def probe(kernel: WoqKernel) -> bool:
+    """Whether the kernel agrees with :func:`reference_product` on a small weight of every layout."""
+    generator = torch.Generator().manual_seed(0)
+    for groups in probe_weights(generator):
+        x = torch.randn(3, groups.shape[1], generator=generator)
         got = kernel.linear(x, WoqProduct.of([(WoqWeight.of(woq_state(groups)), None)]))
-        if not torch.allclose(got.double(), reference_linear(x, codes, scale, offset), rtol=1e-4, atol=1e-4):
+        want = reference_product(x, torch.from_numpy(groups.dequantize()))
+        if not torch.allclose(got.double(), want, rtol=1e-4, atol=1e-4 * float(want.abs().max())):
             return False
     return True
 

@@ -6,8 +6,9 @@ every weight is ``scale * code + offset`` with a small unsigned integer ``code``
 reader) into :class:`AffineGroups`: ``codes`` (uint8, one per weight), ``scale`` and ``offset`` (float32, one
 per group of 32), so that ``codes * scale + offset`` is exactly the float32 weight that transformers'
 GGUF loader produces (``gguf.quants.dequantize``). Formats: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 (32-element blocks)
-and Q4_K (32-element sub-blocks). Others (Q6_K's 16-element sub-blocks, F16, ...) return None: the caller
-keeps them as dense floats.
+and Q4_K, Q5_K (32-element sub-blocks). Q6_K has a signed scale per 16 weights, which groups of 32 cannot hold:
+:func:`read_blocks` reads it into :class:`SixBitGroups` (its own codes and both levels of its scales, exactly).
+Others (F16, ...) return None: the caller keeps them as dense floats.
 """
 
 from __future__ import annotations
@@ -55,6 +56,38 @@ class AffineGroups:
         rows, cols = self.shape
         codes = self.codes.reshape(rows, cols // GROUP, GROUP).astype(np.float32)
         return (codes * self.scale[..., None] + self.offset[..., None]).reshape(rows, cols)
+
+
+SIX_BIT_SUB = 16  # Q6_K's weights per signed sub-block scale
+SIX_BIT_ZERO = 32  # Q6_K's code of weight 0
+
+
+@dataclass(frozen=True)
+class SixBitGroups:
+    """Q6_K's blocks as they are: ``weight[n, k] = d[n, k // 256] * sub[n, k // 16] * (codes[n, k] - 32)``, 6-bit
+    codes, a float16 per 256 weights and a signed 8-bit scale per 16 (6.5625 bits a weight, as the GGUF). Every
+    product is exact in float32 (11 + 7 + 5 significant bits), so :meth:`dequantize` is the GGUF's own value."""
+
+    codes: np.ndarray  # uint8 (rows, cols), 0 .. 63
+    d: np.ndarray  # float32 holding float16 values (rows, cols // 256)
+    sub: np.ndarray  # int8 (rows, cols // 16)
+    bits: int = 6
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        rows, cols = self.codes.shape
+        return int(rows), int(cols)
+
+    def scales(self) -> np.ndarray:
+        """``d * sub`` per 16 weights (rows, cols // 16), float32 (exact)."""
+        per = self.sub.shape[1] // self.d.shape[1]
+        return np.repeat(self.d, per, axis=1) * self.sub.astype(np.float32)
+
+    def dequantize(self) -> np.ndarray:
+        """The float32 weight matrix, as ``gguf.quants.dequantize`` computes it: ``(d * sub) * (code - 32)``."""
+        rows, cols = self.shape
+        centred = self.codes.reshape(rows, -1, SIX_BIT_SUB).astype(np.float32) - np.float32(SIX_BIT_ZERO)
+        return (self.scales()[..., None] * centred).reshape(rows, cols)
 
 
 def _f16(column: np.ndarray) -> np.ndarray:
@@ -112,27 +145,44 @@ def _q4_k_levels(blocks: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray
     return d, sc, dmin, mn
 
 
-def _q4_k(blocks: np.ndarray) -> Read:
-    """Super-blocks of 256: d, dmin (fp16), 12 bytes of 6-bit sub-block scales and mins, 128 bytes of nibbles."""
+def _k_nibbles(packed: np.ndarray) -> np.ndarray:
+    """A K-quant's 128 bytes of nibbles per super-block -> its 8 sub-blocks' 32 codes (n * 8, 32): 4 chunks of 32
+    bytes, the low nibbles sub-block 2c, the high nibbles sub-block 2c + 1."""
+    qs = packed.reshape(-1, 4, 1, 32) >> np.array([0, 4], dtype=np.uint8).reshape(1, 1, 2, 1)
+    return (qs & 0x0F).reshape(-1, 32)
+
+
+def _k_affine(blocks: np.ndarray, codes: np.ndarray, bits: int) -> Read:
+    """A Q4_K or Q5_K super-block's groups: ``scale = d * sc``, ``offset = -(dmin * m)`` (exact in float32)."""
     n = blocks.shape[0]
     d, sc8, dmin, mn8 = _q4_k_levels(blocks)
-    sc, mn = sc8.astype(np.float32), mn8.astype(np.float32)
-    # 4 chunks of 32 bytes: the low nibbles are sub-block 2c, the high nibbles sub-block 2c + 1
-    qs = blocks[:, 16:144].reshape(n, 4, 1, 32) >> np.array([0, 4], dtype=np.uint8).reshape(1, 1, 2, 1)
-    codes = (qs & 0x0F).reshape(n * 8, 32)
-    scale = (d[:, None] * sc).reshape(n * 8)
-    offset = (-(dmin[:, None] * mn)).reshape(n * 8)
-    return codes, scale, offset, 4
+    scale = (d[:, None] * sc8.astype(np.float32)).reshape(n * 8)
+    offset = (-(dmin[:, None] * mn8.astype(np.float32))).reshape(n * 8)
+    return codes, scale, offset, bits
+
+
+def _q4_k(blocks: np.ndarray) -> Read:
+    """Super-blocks of 256: d, dmin (fp16), 12 bytes of 6-bit sub-block scales and mins, 128 bytes of nibbles."""
+    return _k_affine(blocks, _k_nibbles(blocks[:, 16:144]), 4)
+
+
+def _q5_k(blocks: np.ndarray) -> Read:
+    """Q4_K's super-block with 32 bytes of fifth bits before the nibbles: bit s of byte i is the fifth bit of
+    code i of sub-block s."""
+    n = blocks.shape[0]
+    fifth = (blocks[:, 16:48].reshape(n, 1, 32) >> np.arange(8, dtype=np.uint8).reshape(1, 8, 1)) & 1
+    return _k_affine(blocks, _k_nibbles(blocks[:, 48:176]) | (fifth.reshape(n * 8, 32) << 4), 5)
 
 
 _READERS = {"Q4_0": (_q4_0, 18, 32), "Q4_1": (_q4_1, 20, 32), "Q5_0": (_q5_0, 22, 32), "Q5_1": (_q5_1, 24, 32),
-            "Q8_0": (_q8_0, 34, 32), "Q4_K": (_q4_k, 144, 256)}  # fmt: skip
+            "Q8_0": (_q8_0, 34, 32), "Q4_K": (_q4_k, 144, 256), "Q5_K": (_q5_k, 176, 256)}  # fmt: skip
 """format name -> (reader, bytes per block, weights per block)"""
+K_QUANTS = ("Q4_K", "Q5_K")  # the formats whose groups keep their super-blocks' two levels (:class:`SuperBlocks`)
 
 
 def supported(type_name: str) -> bool:
-    """Whether :func:`read_affine` reads tensors of this GGUF type (e.g. ``"Q5_0"``)."""
-    return type_name in _READERS
+    """Whether :func:`read_blocks` reads tensors of this GGUF type (e.g. ``"Q5_0"``, ``"Q6_K"``)."""
+    return type_name in _READERS or type_name == "Q6_K"
 
 
 def read_affine(raw: np.ndarray, type_name: str, rows: int, cols: int) -> AffineGroups | None:
@@ -147,7 +197,7 @@ def read_affine(raw: np.ndarray, type_name: str, rows: int, cols: int) -> Affine
     codes, scale, offset, bits = reader(blocks)
     groups = cols // GROUP
     levels = None
-    if type_name == "Q4_K":
+    if type_name in K_QUANTS:
         d, sc, dmin, mn = _q4_k_levels(blocks)
         supers = cols // (GROUP * SUB_PER_SUPER)
         levels = SuperBlocks(
@@ -159,4 +209,28 @@ def read_affine(raw: np.ndarray, type_name: str, rows: int, cols: int) -> Affine
         offset.reshape(rows, groups).astype(np.float32, copy=False),
         bits,
         levels,
+    )
+
+
+def _q6_k(blocks: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Super-blocks of 256: 128 bytes of low nibbles, 64 of high 2-bit pairs, 16 signed sub-block scales, d (fp16);
+    in each half of 128 codes, code r's low nibble is byte r % 64 shifted by 4 (r // 64) and its high pair byte
+    r % 32 shifted by 2 (r // 32) (ggml's order). Returns codes (n, 256), d (n,), sub (n, 16)."""
+    n = blocks.shape[0]
+    low = blocks[:, :128].reshape(n, 2, 1, 64) >> np.array([0, 4], dtype=np.uint8).reshape(1, 1, 2, 1)
+    high = blocks[:, 128:192].reshape(n, 2, 1, 32) >> np.array([0, 2, 4, 6], dtype=np.uint8).reshape(1, 1, 4, 1)
+    codes = (low & 0x0F).reshape(n, 256) | ((high & 0x03).reshape(n, 256) << 4)
+    return codes, _f16(blocks[:, 208:210]), blocks[:, 192:208].view(np.int8)
+
+
+def read_blocks(raw: np.ndarray, type_name: str, rows: int, cols: int) -> AffineGroups | SixBitGroups | None:
+    """One tensor's raw blocks as :func:`read_affine` reads them, Q6_K's as :class:`SixBitGroups`; None for a
+    format read neither way."""
+    if type_name != "Q6_K":
+        return read_affine(raw, type_name, rows, cols)
+    if cols % 256:
+        raise ValueError(f"Q6_K tensor with {cols} columns: not a whole number of blocks")
+    codes, d, sub = _q6_k(np.ascontiguousarray(raw, dtype=np.uint8).reshape(rows * cols // 256, 210))
+    return SixBitGroups(
+        codes.reshape(rows, cols), d.reshape(rows, cols // 256), np.ascontiguousarray(sub).reshape(rows, cols // 16)
     )

@@ -112,19 +112,23 @@ def test_each_row_of_a_pass_is_computed_as_if_alone(kernel: WoqKernel, bits: int
         torch.set_num_threads(threads)
 
 
-def q4_k_groups(rows: int, cols: int, seed: int) -> AffineGroups:
-    """A Q4_K tensor's groups as the GGUF reader gives them (with their super-blocks), from random valid blocks."""
+def k_quant_groups(rows: int, cols: int, seed: int, type_name: str = "Q4_K") -> AffineGroups:
+    """A Q4_K (or Q5_K) tensor's groups as the GGUF reader gives them (with their super-blocks), from random valid
+    blocks."""
     rng = np.random.default_rng(seed)
-    blocks = rng.integers(0, 256, size=(rows * cols // 256, 144), dtype=np.uint8)
+    blocks = rng.integers(0, 256, size=(rows * cols // 256, {"Q4_K": 144, "Q5_K": 176}[type_name]), dtype=np.uint8)
     for at in (0, 2):  # d and dmin: finite float16 values
         blocks[:, at : at + 2] = rng.uniform(0, 0.01, blocks.shape[0]).astype(np.float16).view(np.uint8).reshape(-1, 2)
-    groups = read_affine(blocks.reshape(rows, -1), "Q4_K", rows, cols)
+    groups = read_affine(blocks.reshape(rows, -1), type_name, rows, cols)
     assert groups is not None and groups.levels is not None
     return groups
 
 
-def test_k_quant_scales_are_stored_in_their_two_levels_and_computed_exactly(kernel: WoqKernel) -> None:
-    groups = q4_k_groups(24, 512, seed=3)
+@pytest.mark.parametrize(("type_name", "layout"), [("Q4_K", 4), ("Q5_K", 5)])
+def test_k_quant_scales_are_stored_in_their_two_levels_and_computed_exactly(
+    kernel: WoqKernel, type_name: str, layout: int
+) -> None:
+    groups = k_quant_groups(24, 512, seed=3, type_name=type_name)
     state = woq_state(groups)
     assert state["scale"].dtype == torch.float16 and state["scale"].shape == (24, 2)  # one per 256 weights
     assert state["scale_sub"].dtype == torch.uint8 and state["scale_sub"].shape == (24, 16)
@@ -132,7 +136,8 @@ def test_k_quant_scales_are_stored_in_their_two_levels_and_computed_exactly(kern
     np.testing.assert_array_equal(back.scale, groups.scale)
     np.testing.assert_array_equal(back.offset, groups.offset)
     layer = WoqLinear(kernel, state, None)
-    flat = WoqLinear(kernel, woq_state(AffineGroups(groups.codes, groups.scale, groups.offset, 4)), None)
+    assert layer.layout == layout
+    flat = WoqLinear(kernel, woq_state(AffineGroups(groups.codes, groups.scale, groups.offset, layout)), None)
     x = torch.randn(5, 512, generator=torch.Generator().manual_seed(0))
     assert torch.equal(layer(x), flat(x))  # the same products as float32 scales, at a third of their bytes
     assert layer.nbytes < flat.nbytes
@@ -169,8 +174,9 @@ def test_a_failing_compiler_leaves_the_aten_kernel(tmp_path: Path, caplog: pytes
 
 
 def every_kind_of_weight() -> list[AffineGroups]:
-    """A weight of every layout and every way of keeping scales: float16 with a zero code, float16 pairs, float32
-    pairs, a K-quant's two levels; 13 rows (not a whole tile) and 5 groups."""
+    """A weight of every affine layout and every way of keeping scales: float16 with a zero code, float16 pairs,
+    float32 pairs, a K-quant's two levels; 13 rows (not a whole tile) and 5 groups (Q6_K's layout:
+    tests/decoder/test_q6_k.py)."""
     rng = np.random.default_rng(7)
     half_pair = random_groups(13, 160, 4, seed=5, symmetric=False)
     half_offset = rng.uniform(-0.3, 0.0, half_pair.offset.shape).astype(np.float16).astype(np.float32)
@@ -179,7 +185,8 @@ def every_kind_of_weight() -> list[AffineGroups]:
         random_groups(13, 160, 8, seed=2, symmetric=True),
         random_groups(13, 160, 8, seed=3, symmetric=False),
         AffineGroups(half_pair.codes, half_pair.scale, half_offset, 4),
-        q4_k_groups(13, 512, seed=4),
+        k_quant_groups(13, 512, seed=4),
+        k_quant_groups(13, 512, seed=6, type_name="Q5_K"),
     ]
 
 
@@ -210,7 +217,7 @@ def test_every_level_computes_the_same_bits_as_the_scalar_build(levels: dict[str
         codes, scale, offset = (torch.from_numpy(a) for a in (groups.codes, groups.scale, groups.offset))
         want = reference_linear(x, codes, scale, offset)
         assert (outputs["scalar"].double() - want).abs().max() <= 1e-5 * want.abs().max()
-    assert modes == set(SCALE_MODES.values())
+    assert modes == set(SCALE_MODES.values()) - {SCALE_MODES["sub-scales"]}
 
 
 def test_the_layouts_cover_every_code_width_the_gguf_readers_produce() -> None:
