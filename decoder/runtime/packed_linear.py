@@ -10,7 +10,7 @@ low`` gives a low plane (scale ``s``, the group's offset) and a high plane (scal
 layer's product is the sum of the planes' products. Every plane is an ordinary int4 group-32 weight, so the
 model is the GGUF's own, up to the rounding of each group's scale and offset to bfloat16 (8 significant bits;
 the codes are exact) and of the activations to bfloat16. :func:`requantize` fits 8-bit codes to a float weight
-for the formats that have no such groups (Q6_K).
+for the formats that have no such groups (Q6_K here; F16 for either kernel).
 
 :class:`PackedEmbedding` keeps an embedding table as its codes and float32 scales and dequantizes the rows
 it looks up, exactly (the same float32 values as a dense table, a quarter of the memory for 8-bit codes).
@@ -99,9 +99,10 @@ def split_planes(groups: AffineGroups) -> list[Plane]:
 def requantize(weight: torch.Tensor) -> AffineGroups:
     """8-bit codes fitted to a float weight (rows, cols), symmetric per group of 32 as llama.cpp's Q8_0:
     ``scale = max|w| / 127``, ``code = round(w / scale) + 128``. For GGUF formats the planes cannot hold
-    exactly (Q6_K's 16-weight sub-blocks): each weight moves by at most half a step, a quarter of Q6_K's own
-    step, and the layer runs on the same row-independent int4 kernel as the others (a float GEMM's result for
-    one row depends on how many rows share the pass: lookahead would stop matching greedy)."""
+    exactly (Q6_K's 16-weight sub-blocks, which only the native kernel keeps as they are): each weight moves by
+    at most half a step, a quarter of Q6_K's own step, and the layer runs on the same row-independent int4
+    kernel as the others (a float GEMM's result for one row depends on how many rows share the pass: lookahead
+    would stop matching greedy)."""
     rows, cols = weight.shape
     w = weight.detach().float().reshape(rows, cols // GROUP, GROUP)
     # a float16 scale (exact in the native kernel's two-byte scales), never below float16's smallest normal

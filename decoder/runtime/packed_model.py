@@ -3,7 +3,8 @@
 A batch-1 pass on a CPU is bound by the bytes of weights it reads: the embedded model's float32 copy is about
 2 GB a pass, its GGUF about 0.46 GB. :func:`pack_gguf` turns every GGUF weight of a qwen2 model into the
 packed form of the module it belongs to: int4 planes for the formats with 32-element affine groups (Q4_0,
-Q4_1, Q5_0, Q5_1, Q8_0, Q4_K: exact, see :mod:`decoder.packed_linear`), for the others (Q6_K, F16) 8-bit
+Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K: exact, see :mod:`decoder.packed_linear`), Q6_K's own codes and scales (the
+native kernel's layout 6; on ATen's planes 8-bit groups fitted to its values), for the others (F16) 8-bit
 groups fitted to their values (two planes; dense bfloat16 only for a shape the kernel cannot take),
 the input embedding as codes and float32 scales. Every decoding-pass matrix then runs on the int4 kernel, whose
 result for a row does not depend on the other rows of the pass (checked for 1 to 32 rows): lookahead's wide
@@ -41,13 +42,13 @@ from lookahead_lsp.decoder.runtime.packed_linear import (
     split_planes,
 )
 from lookahead_lsp.decoder.runtime.woq_layer import WoqLinear
-from lookahead_lsp.decoder.weights.gguf_blocks import GROUP, AffineGroups, read_affine
+from lookahead_lsp.decoder.weights.gguf_blocks import GROUP, AffineGroups, SixBitGroups, read_blocks
 from lookahead_lsp.decoder.weights.gguf_names import module_name
 from lookahead_lsp.decoder.weights.mapped_state import map_state
 
 logger = logging.getLogger(__name__)
 
-CACHE_FORMAT = "packed-v3"  # bump when the packed state's keys or meaning change
+CACHE_FORMAT = "packed-v4"  # bump when the packed state's keys or meaning change
 
 State = dict[str, torch.Tensor]
 """Flat packed tensors: ``<module>.woq.<part>`` (decoder/woq_linear.py's :func:`woq_state`), ``<module>.dense``,
@@ -132,16 +133,16 @@ def pack_gguf(gguf_path: Path) -> State:
     from gguf import GGUFReader  # the package transformers' GGUF loading uses; imported on use (slow import)
 
     state: State = {}
-    embedding: AffineGroups | None = None
+    embedding: AffineGroups | SixBitGroups | None = None
     for tensor in GGUFReader(str(gguf_path)).tensors:
         name = module_name(tensor.name)
         if name is None:
             continue
         cols, rows = (int(n) for n in tensor.shape[:2])
-        groups = read_affine(tensor.data, tensor.tensor_type.name, rows, cols)
+        groups = read_blocks(tensor.data, tensor.tensor_type.name, rows, cols)
         if name == "model.embed_tokens":
             embedding = groups
-            if groups is not None:
+            if isinstance(groups, AffineGroups):  # Q6_K's rows stay float: its codes serve a tied head only
                 for part in ("codes", "scale", "offset"):
                     state[f"{name}.{part}"] = torch.from_numpy(getattr(groups, part))
             continue
@@ -152,7 +153,7 @@ def pack_gguf(gguf_path: Path) -> State:
             if cols % GROUP:  # a shape no kernel takes: a dense bfloat16 matrix
                 state[f"{name}.dense"] = dense.to(torch.bfloat16)
                 continue
-            groups = requantize(dense)  # Q6_K: 8-bit groups (decoder/packed_linear.py)
+            groups = requantize(dense)  # F16 and formats without codes read here: 8-bit groups
         state |= _woq_state(name, groups)
     if "lm_head.woq.codes" not in state and "lm_head.dense" not in state and embedding is not None:
         state |= _woq_state("lm_head", embedding)
@@ -169,7 +170,7 @@ def gguf_kernel_available() -> bool:
     return native_kernel() is not None or int4_kernel_works()
 
 
-def _woq_state(name: str, groups: AffineGroups) -> State:
+def _woq_state(name: str, groups: AffineGroups | SixBitGroups) -> State:
     return {f"{name}.woq.{part}": tensor for part, tensor in woq_state(groups).items()}
 
 
@@ -186,6 +187,8 @@ def gguf_linear(
     if kernel is not None:
         return WoqLinear(kernel, parts, bias), "native"
     groups = groups_from_state(parts)
+    if isinstance(groups, SixBitGroups):  # ATen's planes hold groups of 32: 8-bit groups fitted to Q6_K's values
+        groups = requantize(torch.from_numpy(groups.dequantize()))
     rows, cols = groups.shape
     if packable(rows, cols):
         return PackedLinear(split_planes(groups), bias, cols, rows), "int4"
