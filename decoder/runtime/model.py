@@ -24,6 +24,7 @@ should build float masks.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import time
@@ -40,6 +41,7 @@ from lookahead_lsp.decoder.runtime import attention
 from lookahead_lsp.decoder.runtime.cpu_linear import use_onednn_linear
 from lookahead_lsp.decoder.runtime.packed_model import (
     cached_packed_state,
+    ensure_packed,
     fill_from_checkpoint,
     gguf_kernel_available,
     layer_weights,
@@ -49,6 +51,7 @@ from lookahead_lsp.decoder.runtime.packed_model import (
 )
 from lookahead_lsp.decoder.runtime.prefill import use_prefill_model
 from lookahead_lsp.decoder.weights.cache import cache_root
+from lookahead_lsp.decoder.weights.dense import ConvertedCheckpoint, dense_dir
 from lookahead_lsp.decoder.weights.embedded import (
     EmbeddedModelError,
     ProgressFn,
@@ -255,22 +258,38 @@ def _looks_like_path(spec: str) -> bool:
     return spec.startswith(("/", "./", "../", "~", "\\")) or spec.endswith(".gguf") or spec.count("/") > 1
 
 
-def resolve_spec(spec: str, progress: ProgressFn | None = None) -> tuple[str, str]:
+def resolve_spec(spec: str, progress: ProgressFn | None = None, *, pack: bool = False) -> tuple[str, str]:
     """Where to load ``spec`` from and the source label: ``(directory or HF id, source)``.
 
-    Prepares what needs preparing (assembling and converting a GGUF), which can take a minute once.
+    Prepares what needs preparing (assembling and converting a GGUF, packing its codes for the CPU kernels while
+    it is at hand), which can take a minute once; ``pack``: the packed codes are made even where the conversion
+    was cached (``lookahead-lsp model --prepare``). A GGUF's directory holds its config, tokenizer and vectors;
+    :func:`dense_weights_dir` is where its dense matrices are.
     """
+    report = progress or (lambda message, _fraction: logger.info("%s", message))
+
+    def packer(gguf: Path, sha256: str) -> None:
+        ensure_packed(cache_root(), sha256, lambda _scratch: gguf, report)
+
     try:
         parts = embedded_parts(spec)
-        if parts is not None:
-            converted = prepare_embedded(progress, parts=parts)
-            return str(converted.path), "embedded-converted" if converted.fresh else "embedded-cache"
         path = Path(spec).expanduser()
-        if path.is_file() and path.suffix == ".gguf":
-            converted = prepare_gguf(path, progress)
-            return str(converted.path), "gguf-converted" if converted.fresh else "gguf-cache"
+        if parts is not None:
+            converted = prepare_embedded(progress, parts=parts, also=packer)
+            source = "embedded-converted" if converted.fresh else "embedded-cache"
+        elif path.is_file() and path.suffix == ".gguf":
+            converted = prepare_gguf(path, progress, also=packer)
+            source = "gguf-converted" if converted.fresh else "gguf-cache"
+        else:
+            converted = None
+        if converted is not None:
+            if pack:
+                ensure_packed(cache_root(), converted.path.name, _gguf_producer(spec), report)
+            return str(converted.path), source
     except EmbeddedModelError as exc:
         raise ModelLoadError(str(exc)) from exc
+    except (OSError, ValueError) as exc:  # packing: a GGUF tensor the packer cannot read, a full disk
+        raise ModelLoadError(f"cannot pack the weights of {spec!r}: {_one_line(exc)}") from exc
     if path.is_dir():
         if not (path / "config.json").is_file():
             raise ModelLoadError(f"{spec!r} is a directory without config.json, not a transformers model")
@@ -281,6 +300,18 @@ def resolve_spec(spec: str, progress: ProgressFn | None = None) -> tuple[str, st
         raise ModelLoadError(f"{spec!r}: no such file or directory")
     _check_hf_id(spec)
     return spec, "hf-id"
+
+
+def dense_weights_dir(spec: str, where: str, source: str, progress: ProgressFn | None = None) -> str:
+    """The transformers directory with ``spec``'s dense weights: ``where`` itself, or for a GGUF-sourced spec its
+    dense directory, written from the GGUF on this first need (:mod:`decoder.weights.dense`)."""
+    if not source.startswith(("embedded", "gguf")):
+        return where
+    report = progress or (lambda message, _fraction: logger.info("%s", message))
+    try:
+        return str(dense_dir(Path(where), _gguf_producer(spec), report))
+    except EmbeddedModelError as exc:
+        raise ModelLoadError(f"cannot write the dense weights of {spec!r}: {exc}") from exc
 
 
 def _check_hf_id(spec: str) -> None:
@@ -328,7 +359,7 @@ def load_model(
 
     def load_weights(in_dtype: torch.dtype) -> Any:
         found = AutoModelForCausalLM.from_pretrained(
-            where,
+            dense_weights_dir(spec, where, source, progress),
             dtype=in_dtype,
             attn_implementation=attn_implementation,
             local_files_only=True,
@@ -342,7 +373,8 @@ def load_model(
         if packed:
             report = progress or (lambda message, _fraction: logger.info("%s", message))
             state = cached_packed_state(cache_root(), Path(where).name, _gguf_producer(spec), report)
-            model, fast = _load_packed(where, state, fast_dtype, attn_implementation, native)
+            dense = functools.partial(dense_weights_dir, spec, where, source, progress)
+            model, fast = _load_packed(where, state, fast_dtype, attn_implementation, native, dense)
         else:
             model = load_weights(resolved_dtype)
             fast = load_weights(fast_dtype) if fast_dtype is not None else None
@@ -376,19 +408,24 @@ def load_model(
 
 
 def _load_packed(
-    where: str, state: dict[str, torch.Tensor], fast_dtype: torch.dtype | None, attn_implementation: str, native: bool
+    where: str,
+    state: dict[str, torch.Tensor],
+    fast_dtype: torch.dtype | None,
+    attn_implementation: str,
+    native: bool,
+    dense_source: Callable[[], str],
 ) -> tuple[Any, Any]:
     """The CPU model on its packed GGUF weights, built without a float copy of its matrices, and its prefill twin
     (None without a ``fast_dtype``), whose dense layer weights are dequantized from the codes as each prefill
-    needs them (bfloat16 on the native kernel) or come straight from the converted checkpoint."""
-    from safetensors import safe_open
+    needs them (bfloat16 on the native kernel) or come from the dense checkpoint in ``dense_source()``, asked
+    for only then (ATen's int4 fallback, a shape no kernel takes)."""
     from transformers import AutoConfig
 
     config = AutoConfig.from_pretrained(where, local_files_only=True)
     model, counts = packed_skeleton(config, state, attn_implementation, native=native)
     if isinstance(state, MappedState):
         state.drop_pages()  # what the model keeps of it (the embedding's codes) is read again row by row
-    with safe_open(str(Path(where) / "model.safetensors"), framework="pt") as checkpoint:
+    with ConvertedCheckpoint(Path(where), dense_source) as checkpoint:
         fill_from_checkpoint(model, checkpoint)
         prepare_for_inference(model, torch.device("cpu"), attn_implementation)  # the twin copies its settings
         dense = layer_weights(model, fast_dtype, checkpoint) if fast_dtype is not None else None

@@ -43,6 +43,7 @@ from lookahead_lsp.decoder.runtime.packed_linear import (
 )
 from lookahead_lsp.decoder.runtime.woq_layer import WoqLinear
 from lookahead_lsp.decoder.weights.gguf_blocks import GROUP, AffineGroups, SixBitGroups, read_blocks
+from lookahead_lsp.decoder.weights.gguf_file import read_gguf
 from lookahead_lsp.decoder.weights.gguf_names import module_name
 from lookahead_lsp.decoder.weights.mapped_state import map_state
 
@@ -127,14 +128,18 @@ def prefill_twin(model: torch.nn.Module, weights: dict[str, torch.Tensor]) -> to
     return twin
 
 
-def pack_gguf(gguf_path: Path) -> State:
+def pack_gguf(gguf_path: Path, progress: Callable[[float], None] | None = None) -> State:
     """The packed state of every qwen2 weight matrix in a GGUF file. A model with tied embeddings (no
-    ``output.weight``) gets its output head packed from the embedding's blocks."""
-    from gguf import GGUFReader  # the package transformers' GGUF loading uses; imported on use (slow import)
-
+    ``output.weight``) gets its output head packed from the embedding's blocks. ``progress(fraction)`` after
+    each tensor (by bytes)."""
     state: State = {}
     embedding: AffineGroups | SixBitGroups | None = None
-    for tensor in GGUFReader(str(gguf_path)).tensors:
+    tensors = read_gguf(gguf_path).tensors
+    total, done = sum(int(t.n_bytes) for t in tensors) or 1, 0
+    for tensor in tensors:
+        if progress is not None:
+            progress(done / total)
+        done += int(tensor.n_bytes)
         name = module_name(tensor.name)
         if name is None:
             continue
@@ -157,6 +162,8 @@ def pack_gguf(gguf_path: Path) -> State:
         state |= _woq_state(name, groups)
     if "lm_head.woq.codes" not in state and "lm_head.dense" not in state and embedding is not None:
         state |= _woq_state("lm_head", embedding)
+    if progress is not None:
+        progress(1.0)
     return state
 
 
@@ -291,9 +298,9 @@ def cached_packed_state(
     root: Path, sha256: str, produce_gguf: Callable[[Path], Path], report: Callable[[str, float | None], None]
 ) -> State:
     """The packed state of the GGUF with ``sha256``: from the cache, else packed now from
-    ``produce_gguf(scratch_dir)`` and cached (written to a temporary file and renamed: never half a file).
-    A cache file that cannot be read is rebuilt. Either way the state is a map of the cache file
-    (:mod:`decoder.weights.mapped_state`): a model built from it drops the pages it read."""
+    ``produce_gguf(scratch_dir)`` and cached (:func:`ensure_packed`). A cache file that cannot be read is
+    rebuilt. Either way the state is a map of the cache file (:mod:`decoder.weights.mapped_state`): a model
+    built from it drops the pages it read."""
     path = cache_path(root, sha256)
     if path.is_file():
         try:
@@ -301,11 +308,26 @@ def cached_packed_state(
         except (OSError, ValueError) as exc:
             logger.warning("discarding the unreadable packed cache %s: %s", path, exc)
             path.unlink(missing_ok=True)
+    ensure_packed(root, sha256, produce_gguf, report)
+    return map_state(path)  # as a later start reads it: the packing's own tensors are freed
+
+
+def ensure_packed(
+    root: Path, sha256: str, produce_gguf: Callable[[Path], Path], report: Callable[[str, float | None], None]
+) -> Path:
+    """The packed cache file of the GGUF with ``sha256``, packed now from ``produce_gguf(scratch_dir)`` unless
+    it is there (written to a temporary file and renamed: never half a file). The conversion calls it while
+    it has the GGUF at hand, so that a first start does not assemble the GGUF again."""
+    path = cache_path(root, sha256)
+    if path.is_file():
+        return path
     path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=".packing-", dir=path.parent) as scratch:
-        report("packing the model's GGUF weights into 4-bit planes (once)", None)
-        state = pack_gguf(produce_gguf(Path(scratch)))
+        message = "packing the model's GGUF weights for the CPU kernels (once)"
+        report(message, None)
+        state = pack_gguf(produce_gguf(Path(scratch)), lambda fraction: report(message, fraction))
+        report("writing the packed weights", None)
         partial = Path(scratch) / "state.safetensors"
         save_file({k: v.contiguous() for k, v in state.items()}, str(partial))
         os.replace(partial, path)
-    return map_state(path)  # as a later start reads it: the packing's own tensors are freed
+    return path

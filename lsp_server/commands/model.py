@@ -2,7 +2,9 @@
 
 Progress goes to stderr; the description (or ``--json``) to stdout. ``--prepare-only`` stops after the
 conversion cache and the native kernel (decoder/woq_native.py) are built, which is what ``scripts/setup.sh``
-runs; ``--prepare SPEC`` is ``--spec SPEC --prepare-only`` (``lookahead-lsp model --prepare embedded-1.5b``).
+runs, and removes the model's cache of the older layout (every matrix dequantized: decoder/weights/embedded.py
+``prune_legacy``); ``--prepare SPEC`` is ``--spec SPEC --prepare-only`` (``lookahead-lsp model --prepare
+embedded-1.5b``).
 """
 
 from __future__ import annotations
@@ -11,10 +13,12 @@ import argparse
 import json
 import sys
 import time
+from pathlib import Path
 from typing import TextIO
 
 from lookahead_lsp.decoder.kernels.woq_native import native_kernel
 from lookahead_lsp.decoder.runtime.model import ModelLoadError, load_model, resolve_spec
+from lookahead_lsp.decoder.weights.embedded import prune_legacy
 from lookahead_lsp.lsp_server.cli import UsageError
 
 
@@ -65,9 +69,11 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.prepare_only:
             started = time.perf_counter()
-            where, source = resolve_spec(args.spec, progress)
+            where, source = resolve_spec(args.spec, progress, pack=True)
             info: dict[str, object] = {"spec": args.spec, "source": source, "path": where}
             info["native_kernel"] = native_kernel() is not None  # built now, once per machine (decoder/woq_native.py)
+            if source.startswith(("embedded", "gguf")):
+                info["older_cache_removed_bytes"] = prune_legacy(Path(where).name)
             info["prepare_seconds"] = round(time.perf_counter() - started, 2)
         else:
             loaded = load_model(args.spec, args.device, args.dtype, progress)

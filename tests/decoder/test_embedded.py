@@ -13,10 +13,12 @@ import pytest
 from lookahead_lsp.decoder.weights.cache import CACHE_ENV, cache_root
 from lookahead_lsp.decoder.weights.embedded import (
     CACHE_FORMAT,
+    DENSE_FILE,
     EMBEDDED,
     EMBEDDED_1_5B,
     EMBEDDED_MODELS,
     MARKER_FILE,
+    VECTORS_FILE,
     ChecksumError,
     ConversionError,
     Converted,
@@ -243,6 +245,6 @@ def test_embedded_conversion_is_cached_and_fast_the_second_time() -> None:
     assert second == first
     assert first.name == EMBEDDED.sha256 and first.parent.name == CACHE_FORMAT
     names = {p.name for p in first.iterdir()}
-    assert {"config.json", "model.safetensors", "tokenizer.json", MARKER_FILE} <= names
+    assert {"config.json", VECTORS_FILE, "tokenizer.json", MARKER_FILE} <= names and DENSE_FILE not in names
     assert not any(name.endswith(".gguf") for name in names)
     assert "quantization_config" not in (first / "config.json").read_text()

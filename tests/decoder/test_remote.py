@@ -513,12 +513,13 @@ def test_real_engine_completes(engine_server: Any, real_tokenizer: Any) -> None:
 
 
 @pytest.mark.real_model
-def test_real_engine_equals_local_greedy(engine_server: Any, real_tokenizer: Any, embedded_hf_dir: Path) -> None:
-    """Same GGUF weights, same prompt ids: llama.cpp's greedy output is the local greedy decoder's."""
+def test_real_engine_equals_local_greedy(engine_server: Any, real_tokenizer: Any) -> None:
+    """Same GGUF weights, same prompt ids: llama.cpp's greedy output is the local greedy decoder's (the dense
+    float32 model, its matrices written from the GGUF on this first need)."""
     from lookahead_lsp.decoder.greedy import GreedyDecoder
     from lookahead_lsp.decoder.runtime.model import load_model
 
-    local = GreedyDecoder(load_model(str(embedded_hf_dir), device="cpu").model)
+    local = GreedyDecoder(load_model("embedded", device="cpu", weights="dense").model)
     engine = real_engine(engine_server, real_tokenizer)
     prompts = [FIM, "<|fim_prefix|>import os\n\n\ndef read(path):\n    <|fim_suffix|>\n<|fim_middle|>"]
     for prompt in prompts:
