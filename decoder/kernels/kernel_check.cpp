@@ -4,8 +4,9 @@
 // natively, ARM64 under qemu-aarch64) are compared byte for byte.
 //
 // The inputs are made from integers only (a fixed xorshift sequence, floats as integers times powers of two), so
-// every build sees the same bits: the products of every layout and scale mode for 1 to 16 rows of a pass (two
-// weights side by side, with and without biases, a row of outliers, a group of zeros), dequantization, attention
+// every build sees the same bits: the products of every layout and scale mode (Q6_K's layout 6 with its own scale
+// mode) for 1 to 16 rows of a pass (two weights side by side, with and without biases, a row of outliers, a group
+// of zeros), dequantization, attention
 // at several context lengths and head sizes, the residual sum with the RMS norm, RoPE and SwiGLU.
 //
 // Usage: kernel_check OUT; writes OUT as records `name count\n` then count float32 (or uint16) values, and
@@ -13,6 +14,7 @@
 
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <string>
@@ -79,7 +81,8 @@ struct Output {
 // one tile-group stream of a weight: every tile-group's scales (random finite values of the mode) then random
 // codes (any byte is a valid code of every layout)
 static std::vector<uint8_t> random_tiles(Numbers& rng, int64_t layout, int64_t mode, int64_t rows, int64_t groups) {
-    const int64_t block = woq_block_bytes(layout, mode), head = block - (layout == 8 ? 256 : layout == 4 ? 128 : 160);
+    const int64_t codes = layout == 8 ? 256 : layout == 4 ? 128 : layout == 6 ? 192 : 160;
+    const int64_t block = woq_block_bytes(layout, mode), head = block - codes;
     const int64_t tiles = (rows + 7) / 8;
     std::vector<uint8_t> data(tiles * groups * block);
     for (int64_t b = 0; b < tiles * groups; b++) {
@@ -89,6 +92,10 @@ static std::vector<uint8_t> random_tiles(Numbers& rng, int64_t layout, int64_t m
                 const float value = j < 8 ? rng.uniform(-4) : rng.uniform(-2);
                 memcpy(p + 4 * j, &value, 4);
             }
+        } else if (mode == 4) {  // Q6_K: 16 signed sub-block scales (any byte), one row's float16 d
+            for (int j = 0; j < 16; j++) p[j] = (uint8_t)rng.below(256);
+            const uint16_t h = rng.half();
+            memcpy(p + 16, &h, 2);
         } else {
             const int halves = mode == 0 ? 8 : 16;
             for (int j = 0; j < halves; j++) {
@@ -103,37 +110,43 @@ static std::vector<uint8_t> random_tiles(Numbers& rng, int64_t layout, int64_t m
     return data;
 }
 
-static void products(Numbers& rng, Output& out) {
-    const int64_t groups = 6, cols = groups * 32, rows[2] = {21, 8};
-    for (int64_t layout : {4, 5, 8}) {
-        for (int64_t mode = 0; mode < 4; mode++) {
-            std::vector<uint8_t> tiles[2];
-            std::vector<float> bias = rng.floats(rows[1], 2);
-            Job jobs[2];
-            int64_t column = 0;
-            for (int w = 0; w < 2; w++) {
-                tiles[w] = random_tiles(rng, layout, mode, rows[w], groups);
-                jobs[w] = {tiles[w].data(), w == 1 ? bias.data() : nullptr, layout, mode, rows[w], groups, column,
-                           mode == 0 ? 8.0f + 0.5f * (float)w : 0.0f};
-                column += rows[w];
-            }
-            const std::string name = "linear layout " + std::to_string(layout) + " mode " + std::to_string(mode);
-            for (int64_t batch = 1; batch <= 16; batch++) {
-                std::vector<float> x = rng.floats(batch * cols);
-                for (int64_t c = 0; c < cols; c++) x[(batch / 2) * cols + c] *= 1024.0f;  // a row of outliers
-                for (int64_t c = 32; c < 64; c++) x[(batch - 1) * cols + c] = 0.0f;       // a group of zeros
-                std::vector<float> y(batch * column);
-                if (woq_linear(x.data(), batch, jobs, 2, y.data(), column, THREADS) != 0) fprintf(stderr, "refused\n");
-                out.record(name + " rows " + std::to_string(batch), y);
-            }
-            std::vector<float> dense(rows[0] * cols);
-            std::vector<uint16_t> narrow(rows[0] * cols);
-            woq_dequantize(&jobs[0], dense.data(), nullptr, THREADS);
-            woq_dequantize(&jobs[0], nullptr, narrow.data(), THREADS);
-            out.record("dequantize float32 " + name, dense);
-            out.record("dequantize bfloat16 " + name, narrow);
-        }
+// one layout and scale mode: two weights side by side for 1 to 16 rows, and the first one dequantized
+static void product(Numbers& rng, Output& out, int64_t layout, int64_t mode, int64_t groups) {
+    const int64_t cols = groups * 32, rows[2] = {21, 8};
+    std::vector<uint8_t> tiles[2];
+    std::vector<float> bias = rng.floats(rows[1], 2);
+    Job jobs[2];
+    int64_t column = 0;
+    for (int w = 0; w < 2; w++) {
+        tiles[w] = random_tiles(rng, layout, mode, rows[w], groups);
+        jobs[w] = {tiles[w].data(), w == 1 ? bias.data() : nullptr, layout, mode, rows[w], groups, column,
+                   mode == 0 ? 8.0f + 0.5f * (float)w : 0.0f};
+        column += rows[w];
     }
+    const std::string name = "linear layout " + std::to_string(layout) + " mode " + std::to_string(mode);
+    for (int64_t batch = 1; batch <= 16; batch++) {
+        std::vector<float> x = rng.floats(batch * cols);
+        for (int64_t c = 0; c < cols; c++) x[(batch / 2) * cols + c] *= 1024.0f;  // a row of outliers
+        for (int64_t c = 32; c < 64; c++) x[(batch - 1) * cols + c] = 0.0f;       // a group of zeros
+        std::vector<float> y(batch * column);
+        if (woq_linear(x.data(), batch, jobs, 2, y.data(), column, THREADS) != 0) {
+            fprintf(stderr, "woq_linear refused %s\n", name.c_str());
+            exit(3);
+        }
+        out.record(name + " rows " + std::to_string(batch), y);
+    }
+    std::vector<float> dense(rows[0] * cols);
+    std::vector<uint16_t> narrow(rows[0] * cols);
+    woq_dequantize(&jobs[0], dense.data(), nullptr, THREADS);
+    woq_dequantize(&jobs[0], nullptr, narrow.data(), THREADS);
+    out.record("dequantize float32 " + name, dense);
+    out.record("dequantize bfloat16 " + name, narrow);
+}
+
+static void products(Numbers& rng, Output& out) {
+    for (int64_t layout : {4, 5, 8})
+        for (int64_t mode = 0; mode < 4; mode++) product(rng, out, layout, mode, 6);
+    product(rng, out, 6, 4, 16);  // Q6_K: whole super-blocks of 8 groups
 }
 
 // rows of a pass over a cache of `stored` entries: row j sees the first prefix[j] entries, then its own
