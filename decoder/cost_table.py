@@ -192,13 +192,20 @@ def machine_cost(model: torch.nn.Module, measure_table: Callable[[torch.nn.Modul
         log.info("pass costs measured in %.2f s (%s)", time.perf_counter() - started, path)
     else:
         log.info("pass costs from %s", path)
-    cost.persist = _writer(path)
+    cost.persist = _writer(path, cost.one_token_seconds)
     return cost
 
 
-def _writer(path: Path) -> Callable[[CostModel], None]:
+LOADED = 1.5  # a live one-token pass this many times the table's own: the machine is busier than when timed
+
+
+def _writer(path: Path, quiet_seconds: float | None) -> Callable[[CostModel], None]:
+    """Writes the live table back, unless it is implausible or its passes ran on a machine busier than the one
+    the table was timed on (a one-token pass ``LOADED`` times slower): load makes every ratio noise."""
+
     def write(cost: CostModel) -> None:
-        if not implausible(CostModel(cost.current())):
+        busy = quiet_seconds and cost.one_token_seconds and cost.one_token_seconds > LOADED * quiet_seconds
+        if not busy and not implausible(CostModel(cost.current())):
             save(path, cost)
 
     return write

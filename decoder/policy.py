@@ -52,6 +52,10 @@ PACKED_CPU_COST: tuple[tuple[int, float], ...] = (
 GPU_COST: tuple[tuple[int, float], ...] = ((1, 1.0), (64, 1.08), (256, 1.6))
 PRIOR_SHARE = 0.5  # weight of the device's table against the start-up timing (CostModel.blended)
 PERSIST_EVERY = 64  # live passes between two writes of a stored table (CostModel.persist)
+# One live pass moves the table by at most the share its timing would at this many times the expected time
+# (or 1 / this): a pass stalled by other work (a compiler, a test run: 40x its time was seen on a shared 2-core
+# machine) nudges the table as a pass 1.5x slow would, so that only a lasting change of cost moves it far.
+OBSERVED_RATIO_CAP = 1.5
 
 
 @dataclass
@@ -89,8 +93,9 @@ class CostModel:
         The start-up timing is one pass per size after a short context, on a machine whose load changes; real
         prompts hold hundreds of tokens. A pass of one token updates the base time; a wider pass moves the
         levels of the timed sizes on either side of ``n`` (by their share of the interpolation) towards its
-        observed ratio to the base (exponential running means, clamped to a sane range), so that a size timed
-        badly at start-up is put right by the passes of that size, and the shape the others show is kept."""
+        observed ratio to the base (exponential running means, clamped to a sane range; one pass counts at most
+        as one ``OBSERVED_RATIO_CAP`` times off), so that a size timed badly at start-up is put right by the
+        passes of that size, the shape the others show is kept, and a pass stalled by other work moves little."""
         if not self.adaptive:
             return
         self._changes += 1
@@ -98,11 +103,11 @@ class CostModel:
             self.persist(self)
         if n <= 1:
             base = self.one_token_seconds
-            self.one_token_seconds = seconds if base is None else base + weight * (seconds - base)
+            self.one_token_seconds = seconds if not base else base + weight * (_capped(seconds / base) - 1) * base
             return
         if not self.one_token_seconds:
             return
-        ratio = seconds / self.one_token_seconds / self.interpolated(n)
+        ratio = _capped(seconds / self.one_token_seconds / self.interpolated(n))
         for i, share in self._bracket(n):
             moved = self.levels[i] * (1.0 + weight * share * (ratio - 1.0))
             self.levels[i] = min(3.0, max(0.33, moved))
@@ -214,6 +219,11 @@ class CostModel:
                 best[i] = min(best[i], time.perf_counter() - t0)
         base = best[0]
         return cls(tuple((n, t / base) for n, t in zip(sizes, best, strict=True)), one_token_seconds=base)
+
+
+def _capped(ratio: float) -> float:
+    """An observed over expected time, kept within ``OBSERVED_RATIO_CAP`` of 1 either way."""
+    return min(OBSERVED_RATIO_CAP, max(1.0 / OBSERVED_RATIO_CAP, ratio))
 
 
 # Prior acceptance probability of one draft token by source, before any evidence (match length 1..4+).

@@ -81,3 +81,22 @@ def test_a_timing_disturbed_by_other_work_is_not_stored(cache: Path) -> None:
     cost = cost_table.machine_cost(model, lambda m: disturbed)
     assert [c for _, c in cost.points] == [1.0, 1.0, 1.0, 1.6, 3.7]
     assert not cost_table.table_path(model).exists()
+
+
+def test_live_passes_on_a_busier_machine_are_not_written_back(cache: Path) -> None:
+    """Passes timed while other work runs (one-token passes 3x the stored table's) are not stored: every ratio
+    is noise then; once the machine is as quiet as when the table was timed, write-back resumes."""
+    model = make_tiny_qwen2(dtype=torch.float32)
+    path = cost_table.table_path(model)
+    cost = cost_table.machine_cost(model, lambda m: CostModel(((1, 1.0), (8, 2.0)), one_token_seconds=0.01))
+    written = path.stat().st_mtime_ns
+    for _ in range(PERSIST_EVERY * 4):  # the base climbs by capped steps to the busy time
+        cost.observe(1, 0.030)
+        cost.observe(8, 0.090)
+    assert cost.one_token_seconds is not None and cost.one_token_seconds > 0.02
+    assert path.stat().st_mtime_ns == written
+    for _ in range(PERSIST_EVERY * 4):
+        cost.observe(1, 0.010)
+        cost.observe(8, 0.025)
+    stored = cost_table.load(path)
+    assert stored is not None and stored.interpolated(8) == pytest.approx(2.5, rel=0.1)

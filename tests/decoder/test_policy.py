@@ -271,3 +271,16 @@ def test_a_sure_draft_clears_the_floor():
         sure.observe(Draft(tuple(range(15)), "suffix", 4), offered=15, accepted=15)
     assert sure.first(Draft((1,), "suffix", 4)) > PACKED.break_even(15)
     assert select([Draft(tuple(range(15)), "suffix", 4)], sure, PACKED, 15).drafts
+
+
+def test_a_pass_stalled_by_other_work_moves_the_table_as_little_as_a_pass_half_again_slow():
+    cost = CostModel(((1, 1.0), (8, 2.0)))
+    cost.observe(1, 0.100)
+    cost.observe(8, 8.0)  # stalled: 40x what the table expects
+    assert cost.interpolated(8) == pytest.approx(2.0 * (1 + 0.1 * 0.5))
+    cost.observe(1, 4.0)
+    assert cost.one_token_seconds == pytest.approx(0.100 * (1 + 0.1 * 0.5))
+    for _ in range(60):  # a lasting change still moves it all the way
+        cost.observe(1, 0.100)
+        cost.observe(8, 0.300)
+    assert cost.interpolated(8) == pytest.approx(3.0, rel=0.05)
