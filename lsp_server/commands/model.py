@@ -1,10 +1,11 @@
 """`lookahead-lsp model`: prepare (assemble, convert, cache) and load a model, then describe it.
 
-Progress goes to stderr; the description (or ``--json``) to stdout. ``--prepare-only`` stops after the
-conversion cache and the native kernel (decoder/woq_native.py) are built, which is what ``scripts/setup.sh``
-runs, and removes the model's cache of the older layout (every matrix dequantized: decoder/weights/embedded.py
-``prune_legacy``); ``--prepare SPEC`` is ``--spec SPEC --prepare-only`` (``lookahead-lsp model --prepare
-embedded-1.5b``).
+Progress goes to stderr; the description (or ``--json``: one JSON object a model) to stdout. ``--prepare-only``
+stops after the conversion cache, the packed codes and the native kernel (decoder/woq_native.py) are built, which
+is what ``scripts/setup.sh`` runs, and removes the model's cache of the older layout (every matrix dequantized:
+decoder/weights/embedded.py ``prune_legacy``); ``--prepare SPEC`` is ``--spec SPEC --prepare-only``
+(``lookahead-lsp model --prepare embedded-1.5b``), and repeated prepares each model in one process (torch and
+transformers imported once).
 """
 
 from __future__ import annotations
@@ -57,41 +58,53 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="only assemble and convert (build the cache); do not load the model",
     )
     parser.add_argument(
-        "--prepare", metavar="SPEC", default=None, help="prepare SPEC only (same as --spec SPEC --prepare-only)"
+        "--prepare",
+        metavar="SPEC",
+        action="append",
+        default=None,
+        help="prepare SPEC only (same as --spec SPEC --prepare-only); repeated: each in turn, one process",
     )
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
 
 
 def run(args: argparse.Namespace) -> int:
     progress = None if args.quiet else StderrProgress()
-    if args.prepare is not None:
-        args.spec, args.prepare_only = args.prepare, True
+    specs = args.prepare or [args.spec]
     try:
-        if args.prepare_only:
-            started = time.perf_counter()
-            where, source = resolve_spec(args.spec, progress, pack=True)
-            info: dict[str, object] = {"spec": args.spec, "source": source, "path": where}
-            info["native_kernel"] = native_kernel() is not None  # built now, once per machine (decoder/woq_native.py)
-            if source.startswith(("embedded", "gguf")):
-                info["older_cache_removed_bytes"] = prune_legacy(Path(where).name)
-            info["prepare_seconds"] = round(time.perf_counter() - started, 2)
+        if args.prepare or args.prepare_only:
+            described = [prepare(spec, progress) for spec in specs]
         else:
             loaded = load_model(args.spec, args.device, args.dtype, progress)
-            info = {
-                "spec": loaded.spec,
-                "source": loaded.source,
-                "path": loaded.path,
-                "device": str(loaded.device),
-                "dtype": str(loaded.dtype).removeprefix("torch."),
-                "parameters": loaded.parameters,
-                "weights": loaded.weights,
-                "load_seconds": round(loaded.load_seconds, 2),
-            }
+            described = [
+                {
+                    "spec": loaded.spec,
+                    "source": loaded.source,
+                    "path": loaded.path,
+                    "device": str(loaded.device),
+                    "dtype": str(loaded.dtype).removeprefix("torch."),
+                    "parameters": loaded.parameters,
+                    "weights": loaded.weights,
+                    "load_seconds": round(loaded.load_seconds, 2),
+                }
+            ]
     except ModelLoadError as exc:
         raise UsageError(str(exc)) from exc
-    if args.json:
-        print(json.dumps(info))
-    else:
+    for info in described:
+        if args.json:
+            print(json.dumps(info))
+            continue
         for key, value in info.items():
             print(f"{key}: {value:,}" if isinstance(value, int) and not isinstance(value, bool) else f"{key}: {value}")
     return 0
+
+
+def prepare(spec: str, progress: StderrProgress | None) -> dict[str, object]:
+    """Build ``spec``'s caches (conversion, packed codes, the native kernel), remove its older-layout cache."""
+    started = time.perf_counter()
+    where, source = resolve_spec(spec, progress, pack=True)
+    info: dict[str, object] = {"spec": spec, "source": source, "path": where}
+    info["native_kernel"] = native_kernel() is not None  # built now, once per machine (decoder/woq_native.py)
+    if source.startswith(("embedded", "gguf")):
+        info["older_cache_removed_bytes"] = prune_legacy(Path(where).name)
+    info["prepare_seconds"] = round(time.perf_counter() - started, 2)
+    return info
