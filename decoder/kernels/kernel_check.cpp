@@ -5,7 +5,7 @@
 //
 // The inputs are made from integers only (a fixed xorshift sequence, floats as integers times powers of two), so
 // every build sees the same bits: the products of every layout and scale mode (Q6_K's layout 6 with its own scale
-// mode) for 1 to 16 rows of a pass (two weights side by side, with and without biases, a row of outliers, a group
+// mode; the super-block modes over 16 groups, the others over 6) for 1 to 16 rows of a pass (two weights side by side, with and without biases, a row of outliers, a group
 // of zeros), dequantization, attention
 // at several context lengths and head sizes, the residual sum with the RMS norm, RoPE and SwiGLU.
 //
@@ -92,18 +92,20 @@ static std::vector<uint8_t> random_tiles(Numbers& rng, int64_t layout, int64_t m
                 const float value = j < 8 ? rng.uniform(-4) : rng.uniform(-2);
                 memcpy(p + 4 * j, &value, 4);
             }
-        } else if (mode == 4) {  // Q6_K: 16 signed sub-block scales (any byte), one row's float16 d
-            for (int j = 0; j < 16; j++) p[j] = (uint8_t)rng.below(256);
-            const uint16_t h = rng.half();
-            memcpy(p + 16, &h, 2);
+        } else if (mode >= 3) {  // K-quants: packed 6-bit integers, one row's float16 d and -dmin; Q6_K: 16 signed
+                                 // sub-block scales, one row's float16 d (any bytes are valid integers)
+            const int64_t integers = mode == 3 ? 12 : 16;
+            for (int64_t j = 0; j < integers; j++) p[j] = (uint8_t)rng.below(256);
+            for (int64_t at = integers; at < head; at += 2) {
+                const uint16_t h = rng.half();
+                memcpy(p + at, &h, 2);
+            }
         } else {
             const int halves = mode == 0 ? 8 : 16;
             for (int j = 0; j < halves; j++) {
                 const uint16_t h = rng.half();
                 memcpy(p + 2 * j, &h, 2);
             }
-            if (mode == 3)
-                for (int j = 32; j < 48; j++) p[j] = (uint8_t)rng.below(64);  // the groups' 6-bit integers
         }
         for (int64_t i = head; i < block; i++) p[i] = (uint8_t)rng.below(256);
     }
@@ -145,8 +147,8 @@ static void product(Numbers& rng, Output& out, int64_t layout, int64_t mode, int
 
 static void products(Numbers& rng, Output& out) {
     for (int64_t layout : {4, 5, 8})
-        for (int64_t mode = 0; mode < 4; mode++) product(rng, out, layout, mode, 6);
-    product(rng, out, 6, 4, 16);  // Q6_K: whole super-blocks of 8 groups
+        for (int64_t mode = 0; mode < 4; mode++) product(rng, out, layout, mode, mode == 3 ? 16 : 6);
+    product(rng, out, 6, 4, 16);  // K-quants and Q6_K: whole super-blocks of 8 groups
 }
 
 // rows of a pass over a cache of `stored` entries: row j sees the first prefix[j] entries, then its own

@@ -94,7 +94,27 @@ static inline int code_bytes(int layout) {
     return layout == BYTES ? 256 : layout == NIBBLES ? 128 : layout == SIX_BITS ? 192 : 160;
 }
 static inline int scale_bytes(int mode) {
-    return mode == HALF_ZERO ? 16 : mode == HALF_PAIR ? 32 : mode == K_QUANT ? 48 : mode == SUB_SCALES ? 18 : 64;
+    return mode == HALF_ZERO ? 16 : mode == HALF_PAIR ? 32 : mode == K_QUANT ? 16 : mode == SUB_SCALES ? 18 : 64;
+}
+// A K-quant's tile-group head (scale mode K_QUANT, 16 bytes: with the codes the GGUF's own 144 bytes (Q4_K) or 176
+// (Q5_K) for 256 weights): bytes 0..7 row j's 6-bit sub-block scale and min, their low 4 bits (the scale's in the
+// low nibble), bytes 8..9 the scales' high 2 bits (row j's at bits 2j), 10..11 the mins'; bytes 12..13 the float16
+// d and 14..15 the float16 -dmin of row g % 8 for the super-block of group g (as Q6_K's d).
+static const int K_D_AT = 12, K_MIN_AT = 14, SIX_D_AT = 16;  // a super-block value's bytes in a tile-group head
+
+// row j's 6-bit sub-block scale (which = 0) or min (which = 1) in a K-quant tile-group head
+static inline int k_sub_at(const uint8_t* p, int j, int which) {
+    uint16_t high;
+    memcpy(&high, p + 8 + 2 * which, 2);
+    return ((p[j] >> (4 * which)) & 15) | (((high >> (2 * j)) & 3) << 4);
+}
+
+// the float16 super-block value of row j at byte `at` of a tile-group head: in the super-block's j-th tile-group
+// (`first`: its first)
+static inline uint16_t super_bits(const uint8_t* first, int64_t block, int j, int at) {
+    uint16_t h;
+    memcpy(&h, first + j * block + at, 2);
+    return h;
 }
 
 static inline float half_to_float(uint16_t h) {  // exact (float16 -> float32 loses nothing)
@@ -120,8 +140,10 @@ static inline float half_to_float(uint16_t h) {  // exact (float16 -> float32 lo
     return f;
 }
 
-// one tile-group's scales and offsets, 8 rows, as float32 (the same products at every level)
-static inline void tile_scales(int mode, float zero, const uint8_t* p, float* s, float* o) {
+// one tile-group's scales and offsets, 8 rows, as float32 (the same products at every level); `first`: the first
+// tile-group of its super-block, `block` the bytes of one (K_QUANT's super-block values)
+static inline void tile_scales(int mode, float zero, const uint8_t* p, const uint8_t* first, int64_t block, float* s,
+                               float* o) {
     const uint16_t* h = (const uint16_t*)p;
     for (int j = 0; j < LANES; j++) {
         switch (mode) {
@@ -134,8 +156,8 @@ static inline void tile_scales(int mode, float zero, const uint8_t* p, float* s,
                 o[j] = half_to_float(h[LANES + j]);
                 break;
             case K_QUANT:  // super-block values (float16) times the group's 6-bit integers
-                s[j] = half_to_float(h[j]) * (float)p[32 + j];
-                o[j] = half_to_float(h[LANES + j]) * (float)p[40 + j];
+                s[j] = half_to_float(super_bits(first, block, j, K_D_AT)) * (float)k_sub_at(p, j, 0);
+                o[j] = half_to_float(super_bits(first, block, j, K_MIN_AT)) * (float)k_sub_at(p, j, 1);
                 break;
             default:
                 memcpy(&s[j], p + 4 * j, 4);
@@ -154,12 +176,6 @@ static inline int code_at(int layout, const uint8_t* c, int j, int i) {
     return nibble | (((c[128 + at] >> k) & 1) << 4);
 }
 
-// the float16 d of row j of a Q6_K tile-group's super-block: in the j-th tile-group of the super-block (`first`)
-static inline uint16_t six_super_bits(const uint8_t* first, int64_t block, int j) {
-    uint16_t h;
-    memcpy(&h, first + j * block + 16, 2);
-    return h;
-}
 
 #if WOQ_SIMD
 // ---- vector levels: 8 lanes of float or int32 in a ymm register (the same on AVX2 and AVX-512 VL)
@@ -187,13 +203,27 @@ static inline F8 f_step(F8 acc, __m256i dot, F8 s, float d, F8 o, float xo) {
     return {_mm256_fmadd_ps(o.v, _mm256_set1_ps(xo), f_scaled(acc, dot, s, d).v)};
 }
 static inline __m256 halves(const uint8_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)p)); }
-// the 8 rows' d of the Q6_K super-block whose first tile-group is `first`
-static inline F8 super_scales(const uint8_t* first, int64_t block) {
+// the 8 rows' float16 super-block values at byte `at` of the heads of the super-block from `first`
+static inline F8 super_scales(const uint8_t* first, int64_t block, int at) {
     uint16_t h[LANES];
-    for (int j = 0; j < LANES; j++) h[j] = six_super_bits(first, block, j);
+    for (int j = 0; j < LANES; j++) h[j] = super_bits(first, block, j, at);
     return {halves((const uint8_t*)h)};
 }
-static inline __m256 bytes8(const uint8_t* p) { return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i*)p))); }
+// a K-quant tile-group's scales and offsets: the super-block's d and -dmin times the rows' 6-bit integers
+static inline void k_scales(const uint8_t* p, F8 d, F8 dmin, F8* s, F8* o) {
+    const __m256i low = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i*)p));
+    uint32_t bits;
+    memcpy(&bits, p + 8, 4);
+    const __m256i high = _mm256_set1_epi32((int32_t)bits), at = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
+    const __m256i three = _mm256_set1_epi32(3), fifteen = _mm256_set1_epi32(15);
+    const __m256i scale = _mm256_or_si256(_mm256_and_si256(low, fifteen),
+                                          _mm256_slli_epi32(_mm256_and_si256(_mm256_srlv_epi32(high, at), three), 4));
+    const __m256i at_min = _mm256_add_epi32(at, _mm256_set1_epi32(16));
+    const __m256i min = _mm256_or_si256(_mm256_srli_epi32(low, 4),
+                                        _mm256_slli_epi32(_mm256_and_si256(_mm256_srlv_epi32(high, at_min), three), 4));
+    s->v = _mm256_mul_ps(d.v, _mm256_cvtepi32_ps(scale));
+    o->v = _mm256_mul_ps(dmin.v, _mm256_cvtepi32_ps(min));
+}
 static inline void scales8(int mode, float zero, const uint8_t* p, F8* s, F8* o) {
     switch (mode) {
         case HALF_ZERO:
@@ -203,10 +233,6 @@ static inline void scales8(int mode, float zero, const uint8_t* p, F8* s, F8* o)
         case HALF_PAIR:
             s->v = halves(p);
             o->v = halves(p + 16);
-            return;
-        case K_QUANT:
-            s->v = _mm256_mul_ps(halves(p), bytes8(p + 32));
-            o->v = _mm256_mul_ps(halves(p + 16), bytes8(p + 40));
             return;
         default:
             s->v = _mm256_loadu_ps((const float*)p);
@@ -241,21 +267,34 @@ static inline F8 f_step(F8 acc, I8 dot, F8 s, float d, F8 o, float xo) {
     const F8 a = f_scaled(acc, dot, s, d);
     return {vfmaq_n_f32(a.lo, o.lo, xo), vfmaq_n_f32(a.hi, o.hi, xo)};
 }
-static inline F8 f_mul(F8 a, F8 b) { return {vmulq_f32(a.lo, b.lo), vmulq_f32(a.hi, b.hi)}; }
 static inline F8 halves(const uint8_t* p) {  // exact, as half_to_float
     const float16x8_t h = vreinterpretq_f16_u8(vld1q_u8(p));
     return {vcvt_f32_f16(vget_low_f16(h)), vcvt_high_f32_f16(h)};
 }
-static inline F8 bytes8(const uint8_t* p) {
-    const uint16x8_t wide = vmovl_u8(vld1_u8(p));
-    return {vcvtq_f32_u32(vmovl_u16(vget_low_u16(wide))), vcvtq_f32_u32(vmovl_high_u16(wide))};
-}
 static inline F8 floats8(const uint8_t* p) { return {vld1q_f32((const float*)p), vld1q_f32((const float*)p + 4)}; }
-// the 8 rows' d of the Q6_K super-block whose first tile-group is `first`
-static inline F8 super_scales(const uint8_t* first, int64_t block) {
+// the 8 rows' float16 super-block values at byte `at` of the heads of the super-block from `first`
+static inline F8 super_scales(const uint8_t* first, int64_t block, int at) {
     uint16_t h[LANES];
-    for (int j = 0; j < LANES; j++) h[j] = six_super_bits(first, block, j);
+    for (int j = 0; j < LANES; j++) h[j] = super_bits(first, block, j, at);
     return halves((const uint8_t*)h);
+}
+// rows 4h .. 4h + 3's 6-bit integers of a K-quant head: low 4 bits from `low` (shifted right by `nibble`), the high
+// two from `high` (row j's at bit 2j + pairs)
+static inline float32x4_t k_subs4(uint32x4_t low, int nibble, uint32x4_t high, int pairs, int h) {
+    const int32_t at[4] = {-(pairs + 8 * h), -(pairs + 8 * h + 2), -(pairs + 8 * h + 4), -(pairs + 8 * h + 6)};
+    const uint32x4_t top = vandq_u32(vshlq_u32(high, vld1q_s32(at)), vdupq_n_u32(3));
+    const uint32x4_t bottom = vandq_u32(vshlq_u32(low, vdupq_n_s32(-nibble)), vdupq_n_u32(15));
+    return vcvtq_f32_u32(vorrq_u32(bottom, vshlq_n_u32(top, 4)));
+}
+// a K-quant tile-group's scales and offsets: the super-block's d and -dmin times the rows' 6-bit integers
+static inline void k_scales(const uint8_t* p, F8 d, F8 dmin, F8* s, F8* o) {
+    const uint16x8_t wide = vmovl_u8(vld1_u8(p));
+    const uint32x4_t lo = vmovl_u16(vget_low_u16(wide)), hi = vmovl_high_u16(wide);
+    uint32_t bits;
+    memcpy(&bits, p + 8, 4);
+    const uint32x4_t high = vdupq_n_u32(bits);
+    *s = {vmulq_f32(d.lo, k_subs4(lo, 0, high, 0, 0)), vmulq_f32(d.hi, k_subs4(hi, 0, high, 0, 1))};
+    *o = {vmulq_f32(dmin.lo, k_subs4(lo, 4, high, 16, 0)), vmulq_f32(dmin.hi, k_subs4(hi, 4, high, 16, 1))};
 }
 static inline void scales8(int mode, float zero, const uint8_t* p, F8* s, F8* o) {
     switch (mode) {
@@ -266,10 +305,6 @@ static inline void scales8(int mode, float zero, const uint8_t* p, F8* s, F8* o)
         case HALF_PAIR:
             *s = halves(p);
             *o = halves(p + 16);
-            return;
-        case K_QUANT:
-            *s = f_mul(halves(p), bytes8(p + 32));
-            *o = f_mul(halves(p + 16), bytes8(p + 40));
             return;
         default:
             *s = floats8(p);
@@ -312,7 +347,14 @@ struct F8 {
 static inline F8 f_zero() { return F8{{0, 0, 0, 0, 0, 0, 0, 0}}; }
 static inline void f_store(F8 a, float* p) { memcpy(p, a.v, sizeof(a.v)); }
 static inline void scales8(int mode, float zero, const uint8_t* p, F8* s, F8* o) {
-    tile_scales(mode, zero, p, s->v, o->v);
+    tile_scales(mode, zero, p, nullptr, 0, s->v, o->v);
+}
+// a K-quant tile-group's scales and offsets: the super-block's d and -dmin times the rows' 6-bit integers
+static inline void k_scales(const uint8_t* p, F8 d, F8 dmin, F8* s, F8* o) {
+    for (int j = 0; j < LANES; j++) {
+        s->v[j] = d.v[j] * (float)k_sub_at(p, j, 0);
+        o->v[j] = dmin.v[j] * (float)k_sub_at(p, j, 1);
+    }
 }
 static inline F8 f_scaled(F8 acc, I8 dot, F8 s, float d) {
     for (int j = 0; j < LANES; j++) acc.v[j] = fmaf((float)dot.v[j], s.v[j] * d, acc.v[j]);
@@ -323,9 +365,9 @@ static inline F8 f_step(F8 acc, I8 dot, F8 s, float d, F8 o, float xo) {
     for (int j = 0; j < LANES; j++) acc.v[j] = fmaf(o.v[j], xo, acc.v[j]);
     return acc;
 }
-static inline F8 super_scales(const uint8_t* first, int64_t block) {
+static inline F8 super_scales(const uint8_t* first, int64_t block, int at) {
     F8 s;
-    for (int j = 0; j < LANES; j++) s.v[j] = half_to_float(six_super_bits(first, block, j));
+    for (int j = 0; j < LANES; j++) s.v[j] = half_to_float(super_bits(first, block, j, at));
     return s;
 }
 #endif
@@ -696,7 +738,7 @@ __attribute__((noinline)) static void block(const Tiled& w, int64_t t, const Act
     const int64_t G = w.groups, head = scale_bytes(w.mode);
     F8 acc[MT];
     for (int m = 0; m < MT; m++) acc[m] = f_zero();
-    F8 d_super = f_zero();  // Q6_K: the rows' d of the current super-block
+    F8 d_super = f_zero(), min_super = f_zero();  // K-quants, Q6_K: the rows' values of the current super-block
     for (int64_t g = 0; g < G; g++) {
         const uint8_t* p = w.data + (t * G + g) * w.block;
 #if WOQ_SIMD
@@ -709,14 +751,20 @@ __attribute__((noinline)) static void block(const Tiled& w, int64_t t, const Act
 #endif
         const int64_t at = g * a.batch + m0;  // row m0's group g; row m0 + m's is m after it
         I8 dot[MT];
+        if (g % SUPER == 0 && (LAYOUT == SIX_BITS || w.mode == K_QUANT)) {
+            d_super = super_scales(p, w.block, LAYOUT == SIX_BITS ? SIX_D_AT : K_D_AT);
+            if (LAYOUT != SIX_BITS) min_super = super_scales(p, w.block, K_MIN_AT);
+        }
         if constexpr (LAYOUT == SIX_BITS) {
-            if (g % SUPER == 0) d_super = super_scales(p, w.block);
             six_dots<MT>(p, p + head, &a.q[at * GROUP], dot);
             for (int m = 0; m < MT; m++) acc[m] = f_scaled(acc[m], dot[m], d_super, a.d[at + m]);
         } else {
             group_dots<LAYOUT, MT>(p + head, &a.q[at * GROUP], &a.qsum[at], dot);
             F8 s, o;
-            scales8(w.mode, w.zero, p, &s, &o);
+            if (w.mode == K_QUANT)
+                k_scales(p, d_super, min_super, &s, &o);
+            else
+                scales8(w.mode, w.zero, p, &s, &o);
             for (int m = 0; m < MT; m++) acc[m] = f_step(acc[m], dot[m], s, a.d[at + m], o, a.xo[at + m]);
         }
     }
@@ -760,9 +808,10 @@ struct Job {
     float zero;
 };
 
-// a layout and scale mode the kernel reads (Q6_K's only together, in whole super-blocks)
+// a layout and scale mode the kernel reads (Q6_K's only together; Q6_K and K-quants in whole super-blocks)
 static bool known(int64_t layout, int64_t mode, int64_t groups) {
     if (layout == SIX_BITS || mode == SUB_SCALES) return layout == SIX_BITS && mode == SUB_SCALES && groups % SUPER == 0;
+    if (mode == K_QUANT && groups % SUPER) return false;
     return (layout == NIBBLES || layout == NIBBLES_HIGH_BIT || layout == BYTES) && mode >= HALF_ZERO && mode <= K_QUANT;
 }
 
@@ -779,15 +828,15 @@ static void dequantize_tiles(const Tiled& w, float* out32, uint16_t* out16, int 
         for (int64_t g = 0; g < w.groups; g++) {
             const uint8_t* p = w.data + (t * w.groups + g) * w.block;
             float s[LANES] = {}, o[LANES] = {};
-            if (LAYOUT != SIX_BITS) tile_scales(w.mode, w.zero, p, s, o);
+            const uint8_t* first = p - (g % SUPER) * w.block;  // K-quants, Q6_K: the super-block's first
+            if (LAYOUT != SIX_BITS) tile_scales(w.mode, w.zero, p, first, w.block, s, o);
             for (int j = 0; j < LANES && t * LANES + j < w.rows; j++) {
                 const int64_t at = (t * LANES + j) * cols + g * GROUP;
                 float row[GROUP];
                 for (int i = 0; i < GROUP; i++) {
                     float scale = s[j], offset = o[j];
                     if (LAYOUT == SIX_BITS) {  // d * sub, and (code - 32) * that exactly by one fma
-                        const uint8_t* first = p - (g % SUPER) * w.block;
-                        scale = half_to_float(six_super_bits(first, w.block, j)) * (float)(int8_t)p[LANES * (i / 16) + j];
+                        scale = half_to_float(super_bits(first, w.block, j, SIX_D_AT)) * (float)(int8_t)p[LANES * (i / 16) + j];
                         offset = -(float)SIX_ZERO * scale;
                     }
                     row[i] = fmaf((float)code_at(LAYOUT, p + scale_bytes(w.mode), j, i), scale, offset);

@@ -143,9 +143,10 @@ def groups_from_state(state: dict[str, torch.Tensor]) -> AffineGroups | SixBitGr
 SCALE_MODES = {"half-zero": 0, "half-pair": 1, "float-pair": 2, "k-quant": 3, "sub-scales": 4}
 """How a tile-group keeps its 8 rows' scales and offsets (decoder/woq_kernel.cpp's ``Scales``): float16
 scales with ``offset = -zero * scale``; float16 scales and offsets; float32 both; a K-quant's float16 super-block
-values with the group's 6-bit integers; Q6_K's two signed bytes a row (one per 16 weights) and one row's
-float16 super-block value (the 8 rows' in the super-block's 8 tile-groups)."""
-SCALE_BYTES = (16, 32, 64, 48, 18)
+values with the group's 6-bit integers (packed: low nibbles, then high pairs) and one row's float16 d and -dmin
+(the 8 rows' in the super-block's 8 tile-groups: the GGUF's own bytes); Q6_K's two signed bytes a row (one per 16
+weights) and one row's float16 super-block value (as the K-quants')."""
+SCALE_BYTES = (16, 32, 64, 16, 18)
 CODE_BYTES = {4: 128, 5: 160, SIX_BIT_LAYOUT: 192, 8: 256}
 LANES = 8  # weight rows in a tile
 SLAB = 4096  # rows tiled at a time: the temporary copies stay small for the largest matrix (the output head)
@@ -189,22 +190,32 @@ def _scale_mode(state: dict[str, torch.Tensor]) -> int:
     return SCALE_MODES["half-pair" if "offset" in state else "half-zero"]
 
 
+def _spread_supers(values: np.ndarray, groups: int) -> np.ndarray:
+    """Per-super-block float16 values (rows, supers) as each tile-group's 2 bytes (t, groups, 2): tile-group g
+    holds row g % 8's value of its super-block g // 8, so the 8 rows' lie in the super-block's 8 tile-groups."""
+    supers = values.shape[1]
+    spread = _padded(values).astype(np.float16).reshape(-1, LANES, supers).transpose(0, 2, 1)  # (t, supers, 8)
+    return np.ascontiguousarray(spread).reshape(-1, groups, 1).view(np.uint8)
+
+
+def _high_pairs(subs: np.ndarray) -> np.ndarray:
+    """6-bit integers (8 t, groups) as each tile-group's 2 bytes of their high pairs, row j's at bits 2j."""
+    pairs = ((subs >> 4) & 3).astype(np.uint16).reshape(-1, LANES, subs.shape[1]).transpose(0, 2, 1)
+    return (pairs << (2 * np.arange(LANES, dtype=np.uint16))).sum(axis=-1, dtype=np.uint16)[..., None].view(np.uint8)
+
+
 def _tile_scales(state: dict[str, torch.Tensor], mode: int, rows: slice, groups: int) -> np.ndarray:
     """The tile-groups' scale bytes of ``rows`` (a whole number of tiles, padded with zeros) of a stored weight."""
     scale = state["scale"][rows].numpy()
     if mode == SCALE_MODES["sub-scales"]:
         sub = _padded(state["scale_sub"][rows].numpy())  # (8 t, 2 groups): the halves of group g at 2g, 2g + 1
-        tiles, supers = sub.shape[0] // LANES, scale.shape[1]
-        # the float16 d of row g % 8 of the tile for group g's super-block: (t, 8, supers) -> (t, supers, 8)
-        d = _padded(scale).astype(np.float16).reshape(tiles, LANES, supers).transpose(0, 2, 1)
-        d_bytes = np.ascontiguousarray(d).reshape(tiles, groups, 1).view(np.uint8)
-        return np.concatenate([_rows(sub[:, 0::2], np.int8), _rows(sub[:, 1::2], np.int8), d_bytes], axis=-1)
+        halves = [_rows(sub[:, 0::2], np.int8), _rows(sub[:, 1::2], np.int8)]
+        return np.concatenate([*halves, _spread_supers(scale, groups)], axis=-1)
     if mode == SCALE_MODES["k-quant"]:
-        per = groups // scale.shape[1]
-        parts = [np.repeat(scale, per, axis=1), np.repeat(state["offset"][rows].numpy(), per, axis=1)]
-        lanes = [_rows(_padded(part), np.float16) for part in parts]
-        subs = [_rows(_padded(state[name][rows].numpy()), np.uint8) for name in ("scale_sub", "offset_sub")]
-        return np.concatenate(lanes + subs, axis=-1)
+        sub, low = (_padded(state[name][rows].numpy()) for name in ("scale_sub", "offset_sub"))
+        nibbles = _rows((sub & 0x0F) | ((low & 0x0F) << 4), np.uint8)
+        supers = [_spread_supers(state[name][rows].numpy(), groups) for name in ("scale", "offset")]
+        return np.concatenate([nibbles, _high_pairs(sub), _high_pairs(low), *supers], axis=-1)
     if mode == SCALE_MODES["half-zero"]:
         return _rows(_padded(scale), np.float16)
     if "offset" in state:

@@ -140,7 +140,7 @@ def test_k_quant_scales_are_stored_in_their_two_levels_and_computed_exactly(
     flat = WoqLinear(kernel, woq_state(AffineGroups(groups.codes, groups.scale, groups.offset, layout)), None)
     x = torch.randn(5, 512, generator=torch.Generator().manual_seed(0))
     assert torch.equal(layer(x), flat(x))  # the same products as float32 scales, at a third of their bytes
-    assert layer.nbytes < flat.nbytes
+    assert layer.nbytes == 24 * 512 // 256 * {4: 144, 5: 176}[layout]  # the GGUF's own bytes (Q4_K, Q5_K blocks)
 
 
 def test_a_zero_row_of_activations_gives_the_bias(kernel: WoqKernel) -> None:
