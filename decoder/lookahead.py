@@ -20,7 +20,14 @@ import torch
 from lookahead_lsp.decoder.drafts import Draft, DraftSource, JacobiPool, NgramTable
 from lookahead_lsp.decoder.forward import forward
 from lookahead_lsp.decoder.kv import PrefixKV, common_prefix_len
-from lookahead_lsp.decoder.policy import AcceptanceModel, CostModel, default_jacobi, default_verify, select
+from lookahead_lsp.decoder.policy import (
+    AcceptanceModel,
+    CostModel,
+    RiskBudget,
+    default_jacobi,
+    default_verify,
+    select,
+)
 from lookahead_lsp.decoder.runtime.packed_model import is_packed
 from lookahead_lsp.decoder.steps import Generation, argmax, drive, pick, plain_step, warm
 from lookahead_lsp.decoder.tree import TokenTree, build_tree, verify
@@ -105,6 +112,7 @@ class _Run:
         self.chains: list[list[int]] = [[] for _ in range(self.cfg.window if self.cfg.jacobi else 0)]
         self.shadows: list[tuple[Draft, int]] = []  # drafts not verified, each with where it would have started
         self.max_tokens = max(self.g, 1) * self.cfg.longest_draft  # draft tokens one pass may verify
+        self.risk = RiskBudget()  # what drafting has cost this generation beyond greedy decoding
 
     def extend(self, tokens: Sequence[int]) -> None:
         self.context.extend(tokens)
@@ -185,11 +193,13 @@ class _Run:
         current = gen.tokens[-1]
         g = self.g
         found = self.drafts()
-        selection = select(found, self.d.acceptance, self.d.cost, self.max_tokens, g)
+        cost = self.d.cost
+        selection = select(found, self.d.acceptance, cost, self.max_tokens, g, self.risk.allowance())
         if not selection.drafts and not self.chains:  # nothing worth verifying: the greedy decoder's step
             started = time.perf_counter()
             token = plain_step(self.d.model, kv, gen)
-            self.d.cost.observe(1, time.perf_counter() - started)
+            cost.observe(1, time.perf_counter() - started)
+            self.risk.spent(1.0, 1)
             self._shadow(found, [])
             return [token]
         ranked = sorted(zip(selection.drafts, selection.probs, strict=True), key=lambda dp: -sum(dp[1]))
@@ -203,8 +213,9 @@ class _Run:
             mask = None if tree.is_chain() else tree.attention()
             logits = forward(self.d.model, kv, tree.tokens, positions, mask)
         path, bonus = verify(tree, logits, lambda lg, toks: pick(lg, gen.allowed(toks)))
-        self.d.cost.observe(len(tree), time.perf_counter() - started)  # verify waited for the device
+        cost.observe(len(tree), time.perf_counter() - started)  # verify waited for the device
         accepted = [tree.tokens[i] for i in path]
+        self.risk.spent(cost.interpolated(len(tree)), len(accepted) + 1)
         kv.keep_selected(start, [0, *path], [current, *accepted])
         self._record(tree, [d for d, _ in ranked], accepted)
         self._shadow(found, selection.drafts)

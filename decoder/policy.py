@@ -395,16 +395,45 @@ def node_probabilities(drafts: Sequence[Draft], acceptance: AcceptanceModel) -> 
     return probs
 
 
+# How far a generation may fall behind plain greedy decoding, in one-token passes (RiskBudget): a fixed stake
+# for the first drafts plus a share of the tokens committed so far. Drafts are guesses and the estimates of
+# their acceptance are too: where they keep missing, lookahead stops drafting once the passes it paid for beyond
+# greedy's reach this bound, so its decode time stays within about (1 + LOSS_SHARE) greedy's plus the stake
+# (48 tokens: 0.97x at worst), while a source that hits earns its generation a lead to spend on further drafts.
+RISK_STAKE = 0.75
+LOSS_SHARE = 0.015
+
+
+@dataclass
+class RiskBudget:
+    """What one generation's drafting has cost beyond greedy decoding: ``behind`` is the cost of its passes
+    (one-token passes) less the tokens they committed; negative where drafts have paid. :meth:`allowance` is
+    how much more the next pass may cost than a one-token pass, so that even if none of its drafts is right
+    the generation stays within the bound."""
+
+    behind: float = 0.0
+    committed: int = 0
+
+    def spent(self, pass_cost: float, tokens: int) -> None:
+        self.behind += pass_cost - tokens
+        self.committed += tokens
+
+    def allowance(self) -> float:
+        return RISK_STAKE + LOSS_SHARE * self.committed - self.behind
+
+
 def select(
     drafts: Sequence[Draft],
     acceptance: AcceptanceModel,
     cost: CostModel,
     max_tokens: int,
     max_drafts: int | None = None,
+    allowance: float | None = None,
 ) -> Selection:
     """Cut and choose drafts so that expected committed tokens per unit of pass cost is highest.
 
-    With ``max_drafts`` (G) only the G drafts of highest expected accepted length take part.
+    With ``max_drafts`` (G) only the G drafts of highest expected accepted length take part. With
+    ``allowance`` (:meth:`RiskBudget.allowance`) no pass costs more than that beyond a one-token pass.
 
     Tokens are taken in order of probability (a prefix of a draft always before its continuation; equal
     prefixes of different drafts count once); the best prefix of that order wins, possibly none. A pass that
@@ -422,11 +451,12 @@ def select(
     nodes = node_probabilities(drafts, acceptance)
     order = sorted(nodes.items(), key=lambda kv: (-kv[1], len(kv[0])))[:max_tokens]
     costs = cost.costs(len(order) + 1)
+    dearest = float("inf") if allowance is None else cost.interpolated(1) + allowance
     best_n, best_rate, expected = 0, 1.0 / cost.interpolated(1), 1.0
     for n, (_, p) in enumerate(order, start=1):
         expected += p
         rate = expected / costs[n + 1]
-        if rate > best_rate:
+        if rate > best_rate and costs[n + 1] <= dearest:
             best_n, best_rate = n, rate
     if best_n:
         best_n = max(best_n, cost.pass_size(best_n + 1) - 1)

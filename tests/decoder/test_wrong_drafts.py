@@ -12,10 +12,19 @@ from collections.abc import Sequence
 import pytest
 import torch
 
+from lookahead_lsp.decoder import lookahead
 from lookahead_lsp.decoder.drafts import Draft
+from lookahead_lsp.decoder.forward import forward
 from lookahead_lsp.decoder.greedy import GreedyDecoder
 from lookahead_lsp.decoder.lookahead import LookaheadConfig, LookaheadDecoder
-from lookahead_lsp.decoder.policy import CPU_COST, PACKED_CPU_COST, AcceptanceModel, CostModel
+from lookahead_lsp.decoder.policy import (
+    CPU_COST,
+    LOSS_SHARE,
+    PACKED_CPU_COST,
+    RISK_STAKE,
+    AcceptanceModel,
+    CostModel,
+)
 from lookahead_lsp.decoder.types import DecodeRequest
 from tests.tiny_model import make_tiny_qwen2
 
@@ -85,3 +94,48 @@ def test_always_wrong_drafts_cost_a_bounded_number_of_draft_tokens(model: torch.
     bound = sum(silent_after.values()) * LONGEST
     draft_tokens = stats.tokens_in_passes - stats.steps
     assert 0 < draft_tokens <= bound, (draft_tokens, bound)
+
+
+class Credulous(AcceptanceModel):
+    """An acceptance record that never learns: it believes every draft's first token is right 95 times in 100
+    and every later one 90 (as a miscalibrated estimate would, on a source whose past was good)."""
+
+    def first(self, draft: Draft) -> float:
+        return 0.95
+
+    def rest(self, draft: Draft) -> float:
+        return 0.90
+
+    def ceiling(self, source: str) -> float:
+        return 0.95
+
+
+@pytest.mark.parametrize("table", [PACKED_CPU_COST, CPU_COST], ids=["native-kernel", "float"])
+def test_even_estimates_that_never_learn_leave_lookahead_within_its_risk_budget_of_greedy(
+    model: torch.nn.Module, table, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The policy's bound does not rest on the estimates: whatever they say, what lookahead's passes cost beyond
+    greedy's (by the cost table) stays within RISK_STAKE + LOSS_SHARE a committed token."""
+    prompt = [(i * 37) % VOCAB for i in range(40)]
+    max_new = 96
+    reference = GreedyDecoder(model).generate(DecodeRequest(prompt, max_new_tokens=max_new))
+    cost = CostModel(table, adaptive=False)
+    sources = [AlwaysWrong(name, prompt, reference.token_ids) for name in SOURCES]
+    decoder = LookaheadDecoder(model, LookaheadConfig(prompt_drafts=False), cost=cost)
+    decoder.acceptance = Credulous()
+    widths: list[int] = []  # the drafted passes (one-token steps go through plain_step)
+
+    def counted(model_: torch.nn.Module, kv, tokens, *args, **kwargs):
+        widths.append(len(tokens))
+        return forward(model_, kv, tokens, *args, **kwargs)
+
+    monkeypatch.setattr(lookahead, "forward", counted)
+    result = decoder.generate(DecodeRequest(prompt, max_new_tokens=max_new, drafts=sources))
+
+    assert result.token_ids == reference.token_ids  # lossless
+    stats = result.stats
+    assert stats.accepted_per_step == [1] * stats.steps and stats.steps <= reference.stats.steps
+    assert widths and max(widths) > 1  # it believed the drafts at first
+    beyond = sum(cost.interpolated(n) - 1.0 for n in widths)
+    assert beyond <= RISK_STAKE + LOSS_SHARE * max_new + 1e-9, (beyond, widths)
+    assert len(widths) < stats.steps  # and then ran one-token passes, as greedy
