@@ -36,6 +36,7 @@ from lookahead_lsp.evaluation.report import bench_markdown, machine_description,
 from lookahead_lsp.evaluation.speed import BenchResult, ContextBuilder, DecoderConfig, parse_decoders, run_bench
 from lookahead_lsp.evaluation.workloads import WORKLOADS, Corpus, Hole, make_holes
 from lookahead_lsp.lsp_server.cli import UsageError
+from lookahead_lsp.lsp_server.model_host import chosen_spec
 
 DEFAULT_DECODERS = "greedy,hf,hf-pld,lookahead,ablations"
 
@@ -47,7 +48,9 @@ def add_workload_arguments(parser: argparse.ArgumentParser, workloads: str, max_
     parser.add_argument("--seed", type=int, default=0, help="seed for choosing the holes (default: 0)")
     parser.add_argument("--max-new-tokens", type=int, default=max_new_tokens, help="tokens to generate per hole")
     parser.add_argument(
-        "--model", default="embedded", help="embedded, embedded-1.5b, a Hugging Face id or directory, a .gguf"
+        "--model",
+        default="embedded",
+        help="embedded, embedded-1.5b, auto (as the daemon chooses), a Hugging Face id or directory, a .gguf",
     )
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, mps")
     parser.add_argument("--dtype", default="auto", help="auto, float32, bfloat16, float16")
@@ -123,6 +126,7 @@ def load_holes(args: argparse.Namespace) -> tuple[Corpus, list[Hole]]:
 def load(args: argparse.Namespace) -> LoadedModel:
     configure_torch_threads()
     try:
+        args.model = chosen_spec(args.model, args.device)
         return load_model(
             args.model,
             device=args.device,
@@ -158,6 +162,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
     peers = peer_configs([c.name for c in configs if c.family == "peer"])
+    args.model = chosen_spec(args.model, args.device)  # "auto": the model the daemon would load, for every side
     gguf = peer_gguf(args.model) if peers else None
     corpus, holes = load_holes(args)
     loaded = load(args)

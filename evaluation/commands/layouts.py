@@ -10,6 +10,7 @@ from lookahead_lsp.evaluation.commands.bench import progress
 from lookahead_lsp.evaluation.layouts import HEADERS, measure
 from lookahead_lsp.evaluation.report import markdown_table
 from lookahead_lsp.evaluation.workloads import Corpus, make_holes
+from lookahead_lsp.lsp_server.model_host import chosen_spec
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -20,7 +21,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-new-tokens", type=int, default=32)
     parser.add_argument("--budgets", default="256,512,1024")
     parser.add_argument("--layouts", default="psm,spm,psm-short")
-    parser.add_argument("--model", default="embedded")
+    parser.add_argument("--model", default="embedded", help="a model setting (auto: as the daemon chooses)")
     parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: physical cores)")
 
 
@@ -28,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
     configure_torch_threads(args.threads)
     corpus = Corpus.load(args.corpus)
     holes = make_holes(corpus, args.workload, args.holes, args.seed)
-    loaded = load_model(args.model)
+    loaded = load_model(chosen_spec(args.model))
     rows = []
     for budget in (int(b) for b in args.budgets.split(",")):
         for layout in args.layouts.split(","):

@@ -7,10 +7,15 @@ import argparse
 
 from lookahead_lsp.evaluation.pass_cost import KINDS, compare
 from lookahead_lsp.lsp_server.cli import UsageError
+from lookahead_lsp.lsp_server.model_host import chosen_spec
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", default="embedded", help="a model, or several comma-separated (interleaved)")
+    parser.add_argument(
+        "--model",
+        default="embedded",
+        help="a model (auto: as the daemon chooses), or several comma-separated (interleaved)",
+    )
     parser.add_argument("--context", type=int, default=800, help="tokens in the cache before the passes")
     parser.add_argument("--repeats", type=int, default=9)
     parser.add_argument(
@@ -22,5 +27,6 @@ def run(args: argparse.Namespace) -> int:
     only = tuple(name.strip() for name in args.only.split(",") if name.strip())
     if not only or set(only) - set(KINDS):
         raise UsageError(f"--only: choose among {', '.join(KINDS)}")
-    print(compare(args.model, args.context, args.repeats, only))
+    models = ",".join(chosen_spec(model.strip()) for model in args.model.split(","))
+    print(compare(models, args.context, args.repeats, only))
     return 0

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 
 from lookahead_lsp.evaluation import remote_bench
+from lookahead_lsp.lsp_server.model_host import chosen_spec
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -29,4 +30,5 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    args.model = chosen_spec(args.model)  # "auto": the embedded model the daemon would load
     return remote_bench.run(args)

@@ -32,7 +32,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--character", type=int, required=True, help="0-based column (UTF-16 code units)")
     parser.add_argument("--decoder", choices=("lookahead", "greedy"), default="lookahead")
     parser.add_argument("--max-new-tokens", type=int, default=None, help="default: the daemon's (64)")
-    parser.add_argument("--model", default="embedded", help="embedded, embedded-1.5b, an HF id or directory, a .gguf")
+    parser.add_argument(
+        "--model",
+        default="embedded",
+        help="embedded, embedded-1.5b, auto (as the daemon chooses), an HF id or directory, a .gguf",
+    )
     parser.add_argument("--device", default="auto")
     parser.add_argument("--dtype", default="auto")
     parser.add_argument("--workspace", type=Path, default=None, help="default: the nearest enclosing repo root")

@@ -203,6 +203,7 @@ def test_checkhealth(editor: Editor) -> None:
     editor.nv.command("tabclose")
     assert "daemon command:" in report and "lookahead-lsp" in report, report
     assert "model: " in report and "state=ready" in report, report
+    assert "(?): named by the model setting" in report, report  # the choice line (a directory: no size)
     assert f"ghost text: {editor.health_path}" in report, report
     assert "ERROR" not in report, report
 

@@ -165,6 +165,7 @@ def test_vscode_ghost_text_accepted_and_saved(tmp_path: Path) -> None:
     # VS Code renders ghost lines as separate elements: compare without whitespace
     assert squash(saved) == squash(HEADER + TYPED + ghost), f"the saved file is not the typed text plus {ghost!r}"
     assert "tok/s" in result["status"], f"no completion stats in the status bar: {result['status']!r}"
+    assert "0.5B" in result["status"], f"no model size in the status bar: {result['status']!r}"
     assert screenshot.stat().st_size > 0
 
 

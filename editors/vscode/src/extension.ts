@@ -12,7 +12,7 @@ import {
 import {
   SECTION, completionsEnabled, daemonSettings, resolveServerCommand, setCompletionsEnabled,
 } from './settings';
-import { StatusBar, type CompletionStats } from './status';
+import { StatusBar, type CompletionStats, type ModelChoice } from './status';
 
 /** `lookahead/completionReady`: the daemon holds more of the completion at this document state. */
 interface CompletionReady {
@@ -25,6 +25,7 @@ interface CompletionReady {
 interface ModelInfo {
   state: string;
   error?: string | null;
+  choice?: ModelChoice | null;
 }
 
 /**
@@ -92,7 +93,7 @@ class Daemon implements vscode.Disposable {
     }
     const stats = (await this.execute('lookahead.stats'))?.result as { model?: ModelInfo } | undefined;
     const model = stats?.model ?? { state: 'unknown' };
-    this.status.model(model.state, completionsEnabled(), model.error);
+    this.status.model(model.state, completionsEnabled(), model.error, model.choice);
   }
 
   async stop(): Promise<void> {

@@ -13,6 +13,14 @@ export interface CompletionStats {
   tokensPerSecond?: number;
 }
 
+/** The `model.choice` part of `lookahead.stats`: which model the `model` setting came to, and why. */
+export interface ModelChoice {
+  setting: string;
+  model: string;
+  size?: string | null;
+  reason: string;
+}
+
 type Progress = WorkDoneProgressBegin | WorkDoneProgressReport | WorkDoneProgressEnd;
 
 function fixed(value: number | undefined, digits: number): string {
@@ -28,6 +36,8 @@ export class StatusBar implements vscode.Disposable {
   private readonly titles = new Map<string | number, string>();
   private idleText = '$(sparkle) Lookahead';
   private idleTooltip = 'Lookahead: ready';
+  private modelSize = '';  // ' 0.5B': the size of the embedded model in use, shown beside the name
+  private modelLine = '';  // 'Model: ... (why)', the tooltip's first line
 
   constructor(clickCommand: string) {
     this.item.name = 'Lookahead';
@@ -45,12 +55,15 @@ export class StatusBar implements vscode.Disposable {
     this.setIdle('$(error) Lookahead', `Lookahead: ${reason}`);
   }
 
-  /** The model's state as `lookahead.stats` reports it: idle, loading, ready or failed. */
-  model(state: string, enabled: boolean, error?: string | null): void {
+  /** The model's state as `lookahead.stats` reports it: idle, loading, ready or failed; with its choice. */
+  model(state: string, enabled: boolean, error?: string | null, choice?: ModelChoice | null): void {
+    this.modelSize = choice?.size ? ` ${choice.size}` : '';
+    this.modelLine = choice ? `Model: ${choice.model}${choice.size ? ` (${choice.size})` : ''}, ${
+      choice.setting === 'auto' ? `chosen by "auto": ${choice.reason}` : choice.reason}.` : '';
     if (!enabled) {
       this.setIdle('$(circle-slash) Lookahead', 'Lookahead: completions off (Lookahead: Toggle Completions)');
     } else if (state === 'ready') {
-      this.setIdle('$(sparkle) Lookahead', 'Lookahead: ready. Click for stats.');
+      this.setIdle(`$(sparkle) Lookahead${this.modelSize}`, this.withModel('Lookahead: ready. Click for stats.'));
     } else if (state === 'failed') {
       this.setIdle('$(error) Lookahead', `Lookahead: the model failed to load: ${error ?? 'see the output'}`);
     } else {
@@ -74,8 +87,9 @@ export class StatusBar implements vscode.Disposable {
 
   completion(stats: CompletionStats): void {
     const ms = stats.latencyMs ?? {};
-    this.idleText = `$(zap) ${fixed(stats.tokensPerSecond, 1)} tok/s · ${fixed(stats.acceptedPerStep, 2)}/step`;
+    this.idleText = `$(zap)${this.modelSize} ${fixed(stats.tokensPerSecond, 1)} tok/s · ${fixed(stats.acceptedPerStep, 2)}/step`;
     this.idleTooltip = [
+      ...(this.modelLine ? [this.modelLine] : []),
       `Last completion: ${stats.newTokens ?? '?'} tokens in ${stats.steps ?? '?'} steps,`,
       `${fixed(stats.acceptedPerStep, 2)} accepted per step, ${fixed(stats.tokensPerSecond, 1)} tokens/s.`,
       `Latency ${fixed(ms.total, 0)} ms (queue ${fixed(ms.queue, 0)}, prompt ${fixed(ms.prompt, 0)},`,
@@ -83,6 +97,10 @@ export class StatusBar implements vscode.Disposable {
       `Prompt ${stats.promptTokens ?? '?'} tokens, ${stats.prefilledTokens ?? '?'} prefilled. Click for stats.`,
     ].join('\n');
     this.show();
+  }
+
+  private withModel(tooltip: string): string {
+    return this.modelLine ? `${tooltip}\n${this.modelLine}` : tooltip;
   }
 
   private setIdle(text: string, tooltip: string): void {

@@ -43,6 +43,10 @@ local function check_model(lookahead)
     return
   end
   health.ok(('daemon running (client %d), model: %s'):format(client.id, describe(stats.model or stats)))
+  local choice = stats.model and stats.model.choice
+  if type(choice) == 'table' then
+    health.info(('model %s (%s): %s'):format(tostring(choice.model), tostring(choice.size or '?'), tostring(choice.reason)))
+  end
 end
 
 function M.check()
