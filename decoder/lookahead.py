@@ -192,11 +192,11 @@ class _Run:
         gen, kv = self.gen, self.d.kv
         current = gen.tokens[-1]
         g = self.g
+        started = time.perf_counter()  # the step's whole time is its cost: drafting and verifying are not free
         found = self.drafts()
         cost = self.d.cost
         selection = select(found, self.d.acceptance, cost, self.max_tokens, g, self.risk.allowance())
         if not selection.drafts and not self.chains:  # nothing worth verifying: the greedy decoder's step
-            started = time.perf_counter()
             token = plain_step(self.d.model, kv, gen)
             cost.observe(1, time.perf_counter() - started)
             self.risk.spent(1.0, 1)
@@ -205,7 +205,6 @@ class _Run:
         ranked = sorted(zip(selection.drafts, selection.probs, strict=True), key=lambda dp: -sum(dp[1]))
         tree = build_tree(current, [(d.tokens, d.source, p) for d, p in ranked])
         start = kv.cache.get_seq_length()
-        started = time.perf_counter()
         if len(tree) == 1:
             logits = forward(self.d.model, kv, [current])
         else:
@@ -213,10 +212,10 @@ class _Run:
             mask = None if tree.is_chain() else tree.attention()
             logits = forward(self.d.model, kv, tree.tokens, positions, mask)
         path, bonus = verify(tree, logits, lambda lg, toks: pick(lg, gen.allowed(toks)))
-        cost.observe(len(tree), time.perf_counter() - started)  # verify waited for the device
         accepted = [tree.tokens[i] for i in path]
-        self.risk.spent(cost.interpolated(len(tree)), len(accepted) + 1)
         kv.keep_selected(start, [0, *path], [current, *accepted])
+        cost.observe(len(tree), time.perf_counter() - started)  # verify waited for the device
+        self.risk.spent(cost.interpolated(len(tree)), len(accepted) + 1)
         self._record(tree, [d for d, _ in ranked], accepted)
         self._shadow(found, selection.drafts)
         self._advance_chains(tree, logits, len(accepted))
