@@ -129,13 +129,19 @@ def save(path: Path, cost: CostModel) -> None:
         "one_token_seconds": cost.one_token_seconds,
         "saved": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
+    write_json(path, data, "the pass-cost table")
+
+
+def write_json(path: Path, data: Any, what: str) -> None:
+    """Write ``data`` as JSON to ``path``, whole or not at all (a temporary file beside it, renamed); a failure is
+    logged as about ``what``, never raised (what is stored beside the kernels is only an optimisation)."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=".cost-", delete=False) as handle:
+        with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f".{path.stem}-", delete=False) as handle:
             json.dump(data, handle)
         os.replace(handle.name, path)
     except OSError as exc:
-        log.warning("cannot write the pass-cost table %s: %s", path, exc)
+        log.warning("cannot write %s %s: %s", what, path, exc)
 
 
 def measure(model: torch.nn.Module, sizes: tuple[int, ...] = SIZES, rounds: int = ROUNDS) -> CostModel:

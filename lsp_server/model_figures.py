@@ -13,8 +13,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -72,13 +70,9 @@ def store(path: Path, figures: Figures) -> None:
         "threads": figures.threads,
         "measured": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=".figures-", delete=False) as handle:
-            json.dump(data, handle)
-        os.replace(handle.name, path)
-    except OSError as exc:
-        log.warning("cannot write the model figures %s: %s", path, exc)
+    from lookahead_lsp.decoder.cost_table import write_json  # deferred: torch (see figures_path)
+
+    write_json(path, data, "the model figures")
 
 
 def measure(model: Any, context: int, rounds: int = ROUNDS) -> Figures:
