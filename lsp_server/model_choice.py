@@ -63,7 +63,7 @@ class Figures:
         threads = "" if self.threads is None else f", {self.threads} thread{'s' if self.threads != 1 else ''}"
         return (
             f"one-token pass {self.one_token_s * 1000:.0f} ms, {TAIL_TOKENS}-token tail prefill "
-            f"{self.tail_prefill_s * 1000:.0f} ms{threads}: a {LINE_TOKENS}-token first line "
+            f"{self.tail_prefill_s * 1000:.0f} ms{threads}: a first line of {LINE_TOKENS} tokens "
             f"{self.predicted_line_s():.2f} s after the key"
         )
 
