@@ -294,6 +294,18 @@ def cache_path(root: Path, sha256: str) -> Path:
     return root / CACHE_FORMAT / f"torch-{torch.__version__}" / f"{sha256}.safetensors"
 
 
+def prune_older_packed(root: Path, sha256: str) -> int:
+    """Remove the packed states of the GGUF with this sha256 in older formats (``packed-v<N>`` other than
+    :data:`CACHE_FORMAT`: no code of this version reads them); the bytes freed. Other PyTorch versions' files
+    of the current format stay (another environment may use them)."""
+    freed = 0
+    for stale in root.glob(f"packed-v*/torch-*/{sha256}.safetensors"):
+        if stale.parent.parent.name != CACHE_FORMAT:
+            freed += stale.stat().st_size
+            stale.unlink(missing_ok=True)
+    return freed
+
+
 def cached_packed_state(
     root: Path, sha256: str, produce_gguf: Callable[[Path], Path], report: Callable[[str, float | None], None]
 ) -> State:

@@ -2,8 +2,9 @@
 
 Progress goes to stderr; the description (or ``--json``: one JSON object a model) to stdout. ``--prepare-only``
 stops after the conversion cache, the packed codes and the native kernel (decoder/woq_native.py) are built, which
-is what ``scripts/setup.sh`` runs, and removes the model's cache of the older layout (every matrix dequantized:
-decoder/weights/embedded.py ``prune_legacy``); ``--prepare SPEC`` is ``--spec SPEC --prepare-only``
+is what ``scripts/setup.sh`` runs, and removes the model's caches of older layouts (every matrix dequantized:
+decoder/weights/embedded.py ``prune_legacy``; older packed formats: decoder/runtime/packed_model.py
+``prune_older_packed``); ``--prepare SPEC`` is ``--spec SPEC --prepare-only``
 (``lookahead-lsp model --prepare embedded-1.5b``), and repeated prepares each model in one process (torch and
 transformers imported once).
 """
@@ -19,6 +20,8 @@ from typing import TextIO
 
 from lookahead_lsp.decoder.kernels.woq_native import native_kernel
 from lookahead_lsp.decoder.runtime.model import ModelLoadError, load_model, resolve_spec
+from lookahead_lsp.decoder.runtime.packed_model import prune_older_packed
+from lookahead_lsp.decoder.weights.cache import cache_root
 from lookahead_lsp.decoder.weights.embedded import prune_legacy
 from lookahead_lsp.lsp_server.cli import UsageError
 
@@ -105,6 +108,7 @@ def prepare(spec: str, progress: StderrProgress | None) -> dict[str, object]:
     info: dict[str, object] = {"spec": spec, "source": source, "path": where}
     info["native_kernel"] = native_kernel() is not None  # built now, once per machine (decoder/woq_native.py)
     if source.startswith(("embedded", "gguf")):
-        info["older_cache_removed_bytes"] = prune_legacy(Path(where).name)
+        sha256 = Path(where).name
+        info["older_cache_removed_bytes"] = prune_legacy(sha256) + prune_older_packed(cache_root(), sha256)
     info["prepare_seconds"] = round(time.perf_counter() - started, 2)
     return info

@@ -209,3 +209,22 @@ def test_prepare_takes_several_models_in_one_process(tiny_model_dir: Path) -> No
     spec = str(tiny_model_dir)
     assert [(d["spec"], d["source"], d["path"]) for d in described] == [(spec, "hf-dir", spec)] * 2
     assert all("older_cache_removed_bytes" not in d for d in described)  # not a GGUF: no cache of its own
+
+
+def test_older_packed_formats_of_a_model_are_removed(tmp_path: Path) -> None:
+    from lookahead_lsp.decoder.runtime.packed_model import CACHE_FORMAT as PACKED
+    from lookahead_lsp.decoder.runtime.packed_model import cache_path, prune_older_packed
+
+    current = cache_path(tmp_path, "ab" * 32)
+    other_torch = tmp_path / PACKED / "torch-0.0.1" / current.name  # the current format for another PyTorch
+    older = [
+        tmp_path / "packed-v1" / current.parent.name / current.name,
+        tmp_path / "packed-v0" / "torch-x" / current.name,
+    ]
+    other_model = tmp_path / "packed-v1" / current.parent.name / f"{'cd' * 32}.safetensors"
+    for i, path in enumerate([current, other_torch, *older, other_model]):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"x" * (10 + i))
+    assert prune_older_packed(tmp_path, "ab" * 32) == 12 + 13
+    assert current.exists() and other_torch.exists() and other_model.exists()
+    assert not any(path.exists() for path in older)
