@@ -268,8 +268,11 @@ def resolve_spec(spec: str, progress: ProgressFn | None = None, *, pack: bool = 
     """
     report = progress or (lambda message, _fraction: logger.info("%s", message))
 
-    def packer(gguf: Path, sha256: str) -> None:
-        ensure_packed(cache_root(), sha256, lambda _scratch: gguf, report)
+    def packer(gguf: Path, sha256: str) -> None:  # a packing that fails here is tried again by the load that needs it
+        try:
+            ensure_packed(cache_root(), sha256, lambda _scratch: gguf, report)
+        except (OSError, ValueError) as exc:
+            logger.warning("could not pack the weights of %s while converting it: %s", spec, _one_line(exc))
 
     try:
         parts = embedded_parts(spec)
