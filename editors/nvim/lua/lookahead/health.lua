@@ -45,7 +45,8 @@ local function check_model(lookahead)
   health.ok(('daemon running (client %d), model: %s'):format(client.id, describe(stats.model or stats)))
   local choice = stats.model and stats.model.choice
   if type(choice) == 'table' then
-    health.info(('model %s (%s): %s'):format(tostring(choice.model), tostring(choice.size or '?'), tostring(choice.reason)))
+    local size = choice.size ~= vim.NIL and choice.size or '?' -- JSON null: a model that is not embedded
+    health.info(('model %s (%s): %s'):format(tostring(choice.model), tostring(size), tostring(choice.reason)))
   end
 end
 
