@@ -52,11 +52,11 @@ async function waitFor(what, fn, timeout) {
     await page.goto(env('URL'));
     await page.waitForSelector('.monaco-workbench', { timeout: 60000 });
     let last = '';
-    await waitFor('the Lookahead status item to say "Lookahead" (model ready)', async () => {
+    await waitFor('the Lookahead status item to say "Lookahead" and the model size (model ready)', async () => {
       const text = await statusText(page);
       if (text !== last) console.error('[status]', (last = text));
       if (/failed|error/i.test(text)) throw new Error(`status: ${text}`);
-      return text === 'Lookahead';
+      return /^Lookahead( \d+(\.\d+)?B)?$/.test(text);  // "Lookahead 0.5B": the embedded model's size
     }, TIMEOUT);
 
     await page.keyboard.press('Control+P');
