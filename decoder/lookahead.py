@@ -144,14 +144,18 @@ class _Run:
         self.shadows = waiting
 
     # --- drafting -------------------------------------------------------------------------------------
-    def drafts(self) -> list[Draft]:
+    def drafts(self, allowance: float) -> list[Draft]:
         """This step's drafts from every source that could pay for its tokens now (and, every PROBE_EVERY-th
-        step, from the others too: their drafts, followed as shadows, are how a source comes back)."""
+        step, from the others too: their drafts, followed as shadows, are how a source comes back). Where the
+        risk budget's ``allowance`` cannot pay for one draft token, only a probing step looks drafts up: the
+        others are the greedy decoder's steps, with none of the lookups' cost."""
         found: list[Draft] = []
-        floor = self.d.cost.break_even(self.max_tokens)
+        cost = self.d.cost
+        floor = cost.break_even(self.max_tokens)
         probe = self.gen.stats.steps % PROBE_EVERY == 0
+        affordable = cost.cost(2) - cost.interpolated(1) <= allowance
         for source in self.sources:
-            if not probe and self.d.acceptance.ceiling(source.name) <= floor:
+            if not probe and (not affordable or self.d.acceptance.ceiling(source.name) <= floor):
                 continue  # a lookup costs about a tenth of a millisecond, a few where the CPU's caches are cold
             try:
                 found.extend(source.lookup(self.context, self.cfg.longest_draft, self.g))
@@ -193,9 +197,10 @@ class _Run:
         current = gen.tokens[-1]
         g = self.g
         started = time.perf_counter()  # the step's whole time is its cost: drafting and verifying are not free
-        found = self.drafts()
+        allowance = self.risk.allowance()
+        found = self.drafts(allowance)
         cost = self.d.cost
-        selection = select(found, self.d.acceptance, cost, self.max_tokens, g, self.risk.allowance())
+        selection = select(found, self.d.acceptance, cost, self.max_tokens, g, allowance)
         if not selection.drafts and not self.chains:  # nothing worth verifying: the greedy decoder's step
             token = plain_step(self.d.model, kv, gen)
             cost.observe(1, time.perf_counter() - started)
