@@ -7,7 +7,7 @@ the same call as a greedy step.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -83,6 +83,7 @@ def forward(
     positions: Sequence[int] | None = None,
     mask: torch.Tensor | None = None,
     last_only: bool = False,
+    between_layers: Callable[[], None] | None = None,
 ) -> torch.Tensor:
     """Run ``tokens`` after the cache's entries; return logits of shape (len(tokens), vocab).
 
@@ -90,22 +91,27 @@ def forward(
     (len(tokens), len(tokens)) boolean matrix of which new token may see which (the cache is always visible).
     The cache grows by len(tokens) entries; ``kv.ids`` is left to the caller. ``last_only`` computes the
     logits of the last token only (prefill: the vocabulary projection is a large part of a pass).
+    ``between_layers`` (the native pass only) is called before each layer and may raise to stop the pass.
+    On the native pass (:mod:`decoder.runtime.native_pass`) every row, prefill's too, is computed as a
+    one-token decoding pass computes it.
     """
     device = next(model.parameters()).device
     past = kv.cache.get_seq_length()
     rows = list(positions) if positions is not None else list(range(past, past + len(tokens)))
     kwargs: dict[str, object] = {}
-    if not last_only and device.type == "cpu":  # a decoding pass: the same arithmetic per row in every pass
+    if device.type == "cpu":  # the same arithmetic per row in every pass
         kernel = native_attention(model)
         if kernel is None:
-            kwargs["row_plan"] = plan_rows(past, rows, mask)
+            if not last_only:
+                kwargs["row_plan"] = plan_rows(past, rows, mask)
         else:
             plan = plan_keys(kernel, past, rows, mask)
             native = native_pass(model, kernel)
             if native is not None:
                 with torch.inference_mode():
-                    return native(kv.cache, tokens, rows, plan)
-            kwargs["row_plan"] = plan
+                    return native(kv.cache, tokens, rows, plan, last_only, between_layers)
+            if not last_only:
+                kwargs["row_plan"] = plan
     input_ids = torch.tensor([list(tokens)], dtype=torch.long, device=device)
     kwargs["position_ids"] = torch.tensor([rows], dtype=torch.long, device=device)
     if mask is not None:
@@ -155,13 +161,18 @@ def _prefill(
     model: torch.nn.Module, kv: PrefixKV, tokens: Sequence[int], cancel: CancelToken | None, chunk_size: int
 ) -> torch.Tensor | None:
     logits: torch.Tensor | None = None
+
+    def stop() -> None:  # the native pass's check between layers (transformers' path: preemptible's hooks)
+        if cancel is not None and cancel.cancelled:
+            raise Preempted
+
     try:
         with preemptible(model, kv, cancel):
             for start in range(0, len(tokens), chunk_size):
                 if cancel is not None and cancel.cancelled:
                     return None
                 chunk = tokens[start : start + chunk_size]
-                logits = forward(model, kv, chunk, last_only=True)[-1]
+                logits = forward(model, kv, chunk, last_only=True, between_layers=stop)[-1]
                 kv.append(chunk)
     except Preempted:
         return None

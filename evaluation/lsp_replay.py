@@ -392,7 +392,9 @@ def pause_holes(corpus: Corpus, count: int, seed: int = 0) -> list[Hole]:
 
 def watch_pause(client: LspClient, hole: Hole, uri: str, version: int, mode: str) -> Pause:
     """Type the last key before ``hole``'s cursor, then watch as an editor does: ask again on each
-    ``lookahead/completionReady`` for this document, until the run's end (its stats) or :data:`WATCH_S`."""
+    ``lookahead/completionReady`` for this document, until the run's end (its stats) or :data:`WATCH_S`.
+    A run still going then is waited for (nothing more recorded): on a small CPU a daemon still decoding
+    would slow the next pause, another mode's daemon's included."""
     pause = Pause(mode, hole)
     text = hole.prefix + hole.suffix
     seen = len(client.notifications)
@@ -403,13 +405,14 @@ def watch_pause(client: LspClient, hole: Hole, uri: str, version: int, mode: str
     request_id, shown = _inline(client, uri, hole.prefix)
     pause.shown.append((time.perf_counter() - t0, shown))
     ended = False
-    while not ended and time.perf_counter() - t0 < WATCH_S:
+    while not ended and time.perf_counter() - t0 < ANSWER_TIMEOUT_S:
         messages = client.notifications[seen:]
         seen += len(messages)
         ended = request_id is None or any(
             m["method"] == STATS and m["params"].get("requestId") == request_id for m in messages
         )
-        if any(m["method"] == READY and m["params"].get("uri") == uri for m in messages):
+        watching = time.perf_counter() - t0 < WATCH_S
+        if watching and any(m["method"] == READY and m["params"].get("uri") == uri for m in messages):
             _, shown = _inline(client, uri, hole.prefix)
             pause.shown.append((time.perf_counter() - t0, shown))
         elif not ended:

@@ -372,28 +372,80 @@ static inline F8 super_scales(const uint8_t* first, int64_t block, int at) {
 }
 #endif
 
+#if WOQ_SIMD || WOQ_NEON
+static const int ROW_TILE = 8;  // rows of the pass a decoded tile serves from registers
+#else
+static const int ROW_TILE = 4;
+#endif
+
 // ---- activations: each row quantized on its own, per group of 32: q = round(x * 127 / max|x|) (half to
-// even), d = max|x| / 127, qsum = sum(q), xo = d * qsum. Stored group by group (all rows' group g side by side),
-// so that a tile's rows are at fixed offsets from one pointer per group.
+// even), d = max|x| / 127, qsum = sum(q), xo = d * qsum. Stored by blocks of ROW_TILE rows (the last block: the
+// rest), each block group by group with its rows' group g side by side: a tile's rows are at fixed offsets from
+// one pointer per group, and a block's groups follow each other (one block of a wide prefill chunk's rows is
+// read group after group; laid out group by group over all the rows, a block's consecutive groups were
+// thousands of bytes apart, in the same few sets of the first-level cache).
+// One group's 32 values to q (int8), returning sum(q); top = max |x|, inv = 127 / top (or 0).
+#if WOQ_SIMD
+static inline float group_top(const float* p) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    __m256 m = _mm256_setzero_ps();  // max(|x|, m): m where |x| is NaN, as fmaxf(top, |x|) ignores it
+    for (int k = 0; k < GROUP; k += 8) m = _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(p + k)), m);
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_max_ss(h, _mm_movehdup_ps(h));
+    return _mm_cvtss_f32(h);  // the largest |x| (max is exact: any order gives it)
+}
+// p[k] * inv rounded half to even (the default rounding, as nearbyintf), narrowed to bytes in order
+static inline int32_t group_codes(const float* p, float inv, int8_t* q) {
+    const __m256 scale = _mm256_set1_ps(inv);
+    __m256i n[4];
+    for (int v = 0; v < 4; v++) n[v] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(p + 8 * v), scale));
+    const __m256i words = _mm256_packs_epi16(_mm256_packs_epi32(n[0], n[1]), _mm256_packs_epi32(n[2], n[3]));
+    const __m256i bytes = _mm256_permutevar8x32_epi32(words, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_storeu_si256((__m256i*)q, bytes);
+    const __m256i total = _mm256_add_epi32(_mm256_add_epi32(n[0], n[1]), _mm256_add_epi32(n[2], n[3]));
+    __m128i t = _mm_add_epi32(_mm256_castsi256_si128(total), _mm256_extracti128_si256(total, 1));
+    t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0x4E));
+    t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0xB1));
+    return _mm_cvtsi128_si32(t);
+}
+#else
+static inline float group_top(const float* p) {
+    float top = 0.0f;
+    for (int k = 0; k < GROUP; k++) top = fmaxf(top, fabsf(p[k]));
+    return top;
+}
+static inline int32_t group_codes(const float* p, float inv, int8_t* q) {
+    int32_t total = 0;
+    for (int k = 0; k < GROUP; k++) {
+        const int32_t n = (int32_t)nearbyintf(p[k] * inv);
+        q[k] = (int8_t)n;
+        total += n;
+    }
+    return total;
+}
+#endif
+
 struct Activations {
     std::vector<int8_t> q;
     std::vector<float> d, xo;
     std::vector<int32_t> qsum;
     int64_t batch, groups;
-    Activations(const float* x, int64_t batch, int64_t groups)
+    // where row `row`'s group g is: its block's first row m0 times the groups, then g times the block's rows
+    int64_t index(int64_t row, int64_t g) const {
+        const int64_t m0 = row - row % ROW_TILE, rows = batch - m0 < ROW_TILE ? batch - m0 : ROW_TILE;
+        return m0 * groups + g * rows + (row - m0);
+    }
+    Activations(const float* x, int64_t batch, int64_t groups, int threads)
         : q(batch * groups * GROUP), d(batch * groups), xo(batch * groups), qsum(batch * groups), batch(batch), groups(groups) {
-        for (int64_t i = 0; i < batch * groups; i++) {
+        const int64_t count = batch * groups;  // a prefill chunk's: a few million values, shared out
+#pragma omp parallel for schedule(static) num_threads(threads) if (count >= 4096)
+        for (int64_t i = 0; i < count; i++) {
             const float* p = x + i * GROUP;  // row i / groups, group i % groups
-            const int64_t at = i % groups * batch + i / groups;
-            float top = 0.0f;
-            for (int k = 0; k < GROUP; k++) top = fmaxf(top, fabsf(p[k]));
+            const int64_t at = index(i / groups, i % groups);
+            const float top = group_top(p);
             const float inv = top > 0.0f ? 127.0f / top : 0.0f;
-            int32_t total = 0;
-            for (int k = 0; k < GROUP; k++) {
-                const int32_t n = (int32_t)nearbyintf(p[k] * inv);
-                q[at * GROUP + k] = (int8_t)n;
-                total += n;
-            }
+            const int32_t total = group_codes(p, inv, &q[at * GROUP]);
             d[at] = top / 127.0f;
             qsum[at] = total;
             xo[at] = d[at] * (float)total;
@@ -749,7 +801,7 @@ __attribute__((noinline)) static void block(const Tiled& w, int64_t t, const Act
 #elif WOQ_NEON
         for (int64_t ahead = 0; ahead < w.block; ahead += 64) __builtin_prefetch(p + PREFETCH_BLOCKS * w.block + ahead, 0, 3);
 #endif
-        const int64_t at = g * a.batch + m0;  // row m0's group g; row m0 + m's is m after it
+        const int64_t at = m0 * G + g * MT;  // row m0's group g (a.index); row m0 + m's is m after it
         I8 dot[MT];
         if (g % SUPER == 0 && (LAYOUT == SIX_BITS || w.mode == K_QUANT)) {
             d_super = super_scales(p, w.block, LAYOUT == SIX_BITS ? SIX_D_AT : K_D_AT);
@@ -771,31 +823,36 @@ __attribute__((noinline)) static void block(const Tiled& w, int64_t t, const Act
     store_block<MT>(w, t, acc, m0);
 }
 
-#if WOQ_SIMD || WOQ_NEON
-static const int ROW_TILE = 8;  // rows of the pass a decoded tile serves from registers
-#else
-static const int ROW_TILE = 4;
-#endif
-
-// inside a parallel region: the weight's tiles shared out among the threads (no barrier at the end), each
-// tile decoded once per ROW_TILE rows of the pass
+// tiles t0 .. t1 - 1 of the weight against rows m0 .. m0 + ROW_TILE - 1 (or the rest of the rows) of the pass
 template <int LAYOUT>
-static void weight_tiles(const Tiled& w, const Activations& a) {
-    const int64_t tiles = (w.rows + LANES - 1) / LANES;
-#pragma omp for schedule(static) nowait
-    for (int64_t t = 0; t < tiles; t++) {
-        int64_t m0 = 0;
-        for (; m0 + ROW_TILE <= a.batch; m0 += ROW_TILE) block<LAYOUT, ROW_TILE>(w, t, a, m0);
-        switch (a.batch - m0) {  // the rest: the same arithmetic per row
+static inline void row_block(const Tiled& w, int64_t t0, int64_t t1, const Activations& a, int64_t m0) {
+    for (int64_t t = t0; t < t1; t++) {
+        switch (a.batch - m0 < ROW_TILE ? a.batch - m0 : ROW_TILE) {  // the rest: the same arithmetic per row
+            case ROW_TILE: block<LAYOUT, ROW_TILE>(w, t, a, m0); break;
             case 7: block<LAYOUT, (7 < ROW_TILE ? 7 : 1)>(w, t, a, m0); break;
             case 6: block<LAYOUT, (6 < ROW_TILE ? 6 : 1)>(w, t, a, m0); break;
             case 5: block<LAYOUT, (5 < ROW_TILE ? 5 : 1)>(w, t, a, m0); break;
-            case 4: block<LAYOUT, (4 < ROW_TILE ? 4 : 1)>(w, t, a, m0); break;
             case 3: block<LAYOUT, 3>(w, t, a, m0); break;
             case 2: block<LAYOUT, 2>(w, t, a, m0); break;
             case 1: block<LAYOUT, 1>(w, t, a, m0); break;
-            default: break;
+            default: block<LAYOUT, (4 < ROW_TILE ? 4 : 1)>(w, t, a, m0); break;  // 4 rows, ROW_TILE's above
         }
+    }
+}
+
+static const int64_t TILE_GROUP = 4;  // tiles that go through a wide pass's row blocks together
+
+// inside a parallel region: the weight's tiles shared out among the threads in groups of TILE_GROUP (no barrier
+// at the end), each tile decoded once per ROW_TILE rows of the pass. A group's tiles meet each block of rows in
+// turn: the block's activations (ROW_TILE rows of the whole width: 72 KB for 8960 columns) are read from the
+// outer caches once per group, not once per tile, while the group's tiles stay in the second-level cache.
+template <int LAYOUT>
+static void weight_tiles(const Tiled& w, const Activations& a) {
+    const int64_t tiles = (w.rows + LANES - 1) / LANES, groups = (tiles + TILE_GROUP - 1) / TILE_GROUP;
+#pragma omp for schedule(static) nowait
+    for (int64_t n = 0; n < groups; n++) {
+        const int64_t t0 = n * TILE_GROUP, t1 = t0 + TILE_GROUP < tiles ? t0 + TILE_GROUP : tiles;
+        for (int64_t m0 = 0; m0 < a.batch; m0 += ROW_TILE) row_block<LAYOUT>(w, t0, t1, a, m0);
     }
 }
 
@@ -863,7 +920,7 @@ extern "C" {
 int woq_linear(const float* x, int64_t batch, const Job* jobs, int count, float* out, int64_t out_cols, int threads) {
     for (int j = 0; j < count; j++)
         if (!known(jobs[j].layout, jobs[j].mode, jobs[j].groups) || jobs[j].groups != jobs[0].groups) return -1;
-    const Activations a(x, batch, jobs[0].groups);
+    const Activations a(x, batch, jobs[0].groups, threads);
 #pragma omp parallel num_threads(threads)
     {
         for (int j = 0; j < count; j++) {

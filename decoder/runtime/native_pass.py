@@ -9,7 +9,8 @@ pass at 1000 cached tokens. Here a pass is, per layer, six native calls and the 
 
 Every step computes each row of the pass on its own in one fixed sequence of operations (the matrix kernel,
 decoder/row_kernel.cpp, decoder/layer_kernel.cpp), so a lookahead row equals a one-token greedy pass bit for
-bit. Prefill keeps transformers' path (wide dense products in bfloat16, decoder/forward.py).
+bit. A prefill chunk on the model's own weights runs here too (its rows then equal decoding rows bit for bit);
+a prefill twin in a cheaper precision (bfloat16 on a CPU with a bfloat16 matrix unit) keeps transformers' path.
 
 :func:`native_pass` says whether a model qualifies: a Qwen2 whose every matrix is a :class:`WoqLinear` on the
 built kernel, float32, with no sliding window.
@@ -18,7 +19,7 @@ built kernel, float32, with no sliding window.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -83,10 +84,18 @@ class NativePass:
         ]
 
     def __call__(
-        self, cache: DynamicCache, tokens: Sequence[int], positions: Sequence[int], plan: KeyPlan
+        self,
+        cache: DynamicCache,
+        tokens: Sequence[int],
+        positions: Sequence[int],
+        plan: KeyPlan,
+        last_only: bool = False,
+        between_layers: Callable[[], None] | None = None,
     ) -> torch.Tensor:
         """Logits (len(tokens), vocab) of ``tokens`` at ``positions`` after the cache's entries, each row seeing
-        the keys ``plan`` gives it; the cache grows by len(tokens) entries."""
+        the keys ``plan`` gives it; the cache grows by len(tokens) entries. ``last_only``: the last row's logits
+        only, (1, vocab) (a prefill chunk). ``between_layers`` is called before each layer (it may raise to stop
+        the pass: the caller then drops the entries the stopped pass left)."""
         kernel, n, d = self.kernel, len(tokens), self.head_dim
         q_width, kv_width = self.heads * d, self.kv_heads * d
         ids = torch.tensor([list(tokens)], dtype=torch.long)
@@ -97,6 +106,8 @@ class NativePass:
         x = torch.empty_like(residual)
         kernel.residual_norm(residual, None, self.layers[0].input_norm, self.eps, x)
         for i, layer in enumerate(self.layers):
+            if between_layers is not None:
+                between_layers()
             qkv = kernel.linear(x, layer.qkv)
             kernel.rope(qkv, self.heads + self.kv_heads, d, cos, sin)  # q's heads then k's: rows of one stride
             k = qkv[:, q_width : q_width + kv_width].view(n, self.kv_heads, d).transpose(0, 1)
@@ -108,7 +119,7 @@ class NativePass:
             down = kernel.linear(kernel.swiglu(kernel.linear(x, layer.gate_up)), layer.down)
             after = self.layers[i + 1].input_norm if i + 1 < len(self.layers) else self.final_norm
             kernel.residual_norm(residual, down, after, self.eps, x)
-        return kernel.linear(x, self.head)
+        return kernel.linear(x[-1:] if last_only else x, self.head)
 
 
 _PASSES: weakref.WeakKeyDictionary[torch.nn.Module, NativePass | None] = weakref.WeakKeyDictionary()

@@ -17,6 +17,7 @@ from lookahead_lsp.decoder.kv import PrefixKV
 from lookahead_lsp.decoder.runtime.native_pass import _PASSES, native_pass, qualifies
 from lookahead_lsp.decoder.runtime.packed_model import pack_gguf, use_packed
 from lookahead_lsp.decoder.runtime.woq_layer import WoqLinear
+from lookahead_lsp.decoder.types import CancelToken
 from tests.decoder.test_packed import write_tiny_gguf
 from tests.decoder.test_woq import random_groups
 from tests.tiny_model import make_tiny_qwen2
@@ -134,3 +135,42 @@ def test_every_row_of_a_wide_pass_equals_that_row_in_a_one_token_pass(packed: to
         one = forward(packed, kv, [token])
         kv.append([token])
         assert torch.equal(one[0], wide[j]), f"row {j}"
+
+
+def test_a_native_prefill_computes_each_row_as_a_one_token_pass_does(packed: torch.nn.Module) -> None:
+    rng = random.Random(5)
+    prompt = [rng.randrange(512) for _ in range(37)]
+    chunked = PrefixKV()
+    logits = prefill(packed, chunked, prompt, chunk_size=16)  # chunks of 16, 16 and 5 rows
+    assert logits is not None and chunked.ids == prompt
+    one_by_one = PrefixKV()
+    for token in prompt:
+        last = forward(packed, one_by_one, [token])[-1]
+        one_by_one.append([token])
+    assert torch.equal(logits, last)
+    for mine, theirs in zip(chunked.cache.layers, one_by_one.cache.layers, strict=True):
+        assert torch.equal(mine.keys, theirs.keys) and torch.equal(mine.values, theirs.values)
+
+
+class CancelAfter(CancelToken):
+    """Cancelled from its ``reads``-th look on (the prefill looks before each chunk and before each layer)."""
+
+    def __init__(self, reads: int) -> None:
+        super().__init__()
+        self.reads, self.looked = reads, 0
+
+    @property
+    def cancelled(self) -> bool:
+        self.looked += 1
+        return self.looked >= self.reads
+
+
+def test_a_native_prefill_stops_between_layers_and_keeps_the_chunks_it_finished(packed: torch.nn.Module) -> None:
+    prompt = list(range(3, 11))
+    layers = len(packed.model.layers)
+    cancel = CancelAfter(reads=layers + 3)  # chunk 1 whole (1 + layers looks), chunk 2 stopped at its second layer
+    kv = PrefixKV()
+    assert prefill(packed, kv, prompt, cancel=cancel, chunk_size=4) is None
+    assert cancel.looked == layers + 3
+    assert kv.ids == prompt[:4]  # the chunk it finished stays
+    assert all(layer.keys.shape[-2] == 4 for layer in kv.cache.layers)  # chunk 2's partial entries dropped

@@ -222,3 +222,26 @@ def test_every_level_computes_the_same_bits_as_the_scalar_build(levels: dict[str
 
 def test_the_layouts_cover_every_code_width_the_gguf_readers_produce() -> None:
     assert sorted(LAYOUTS) == [4, 5, 8] and all(layout_for(bits) >= bits for bits in range(1, 9))
+
+
+def test_a_wide_pass_with_rounding_ties_computes_the_scalar_builds_bits_row_by_row(
+    levels: dict[str, WoqKernel],
+) -> None:
+    """A prefill-sized pass (its activations quantized in parallel, its rows in blocks, the weight's tiles in
+    groups) whose activations round at exact halves: every level gives the scalar build's bits, and each row
+    what it gives alone."""
+    groups = random_groups(40, 160, 4, seed=11, symmetric=False)  # 5 tiles: two tile groups
+    state = woq_state(groups)
+    gen = torch.Generator().manual_seed(3)
+    x = torch.randint(-126, 126, (1003, 160), generator=gen).float() + 0.5  # 1003: a last block of 3 rows
+    x[:, ::32] = 127.0  # each group's largest: 127 / 127 = 1, so x * that is an exact half, a tie
+    x[::7] *= 0.25  # still exact halves of smaller values in some rows
+    outputs = {level: WoqLinear(kernel, state, None)(x) for level, kernel in levels.items()}
+    for level, got in outputs.items():
+        assert torch.equal(got, outputs["scalar"]), level
+    layer = WoqLinear(levels[max(levels, key=lambda name: name != "scalar")], state, None)
+    alone = torch.cat([layer(x[i : i + 1]) for i in range(0, 1003, 17)])
+    assert torch.equal(alone, outputs["scalar"][::17])
+    codes, scale, offset = (torch.from_numpy(a) for a in (groups.codes, groups.scale, groups.offset))
+    want = reference_linear(x, codes, scale, offset)
+    assert (outputs["scalar"].double() - want).abs().max() <= 1e-2 * want.abs().max()
