@@ -22,6 +22,7 @@ from __future__ import annotations
 import bisect
 import functools
 import weakref
+from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -59,16 +60,19 @@ def _successor(key: bytes) -> bytes:
 
 
 class VocabIndex:
-    """A tokenizer's vocabulary as bytes: each id's bytes, and the ids sorted by their bytes."""
+    """A tokenizer's vocabulary as bytes: each id's bytes, and the ids sorted by their bytes.
+
+    Held compactly (Qwen2's 151k tokens in about 2 MB, not the 40 MB of a list, a sorted list and a dict of
+    Python objects): all tokens' bytes in one string with each id's offset, and the non-empty ids in byte
+    order; a search bisects the ids by their bytes."""
 
     def __init__(self, token_bytes: Sequence[bytes]) -> None:
-        self._bytes = list(token_bytes)
-        pairs = sorted((b, i) for i, b in enumerate(self._bytes) if b)
-        self._keys = [b for b, _ in pairs]
-        self._ids = [i for _, i in pairs]
-        self._exact: dict[bytes, list[int]] = {}
-        for b, i in pairs:
-            self._exact.setdefault(b, []).append(i)
+        self._blob = b"".join(token_bytes)
+        self._offsets = array("i", [0])
+        for token in token_bytes:
+            self._offsets.append(self._offsets[-1] + len(token))
+        present = (i for i, token in enumerate(token_bytes) if token)
+        self._ids = array("i", sorted(present, key=self.token_bytes))  # stable: equal bytes by id
         self._compatible_cache: dict[bytes, tuple[int, ...]] = {}
 
     @classmethod
@@ -84,18 +88,22 @@ class VocabIndex:
         return cls(out)
 
     def token_bytes(self, token_id: int) -> bytes:
-        return self._bytes[token_id] if 0 <= token_id < len(self._bytes) else b""
+        if not 0 <= token_id < len(self._offsets) - 1:
+            return b""
+        return self._blob[self._offsets[token_id] : self._offsets[token_id + 1]]
 
     def compatible(self, remaining: bytes) -> tuple[int, ...]:
         """Ids whose bytes start with ``remaining`` or are a non-empty prefix of it (sorted, cached)."""
         cached = self._compatible_cache.get(remaining)
         if cached is not None:
             return cached
-        low = bisect.bisect_left(self._keys, remaining)
-        high = bisect.bisect_left(self._keys, _successor(remaining)) if remaining.strip(b"\xff") else len(self._keys)
-        found = set(self._ids[low:high])
-        for length in range(1, len(remaining)):
-            found.update(self._exact.get(remaining[:length], ()))
+        ids, key = self._ids, self.token_bytes
+        low = bisect.bisect_left(ids, remaining, key=key)
+        high = bisect.bisect_left(ids, _successor(remaining), key=key) if remaining.strip(b"\xff") else len(ids)
+        found = set(ids[low:high])
+        for length in range(1, len(remaining)):  # the tokens that are exactly a shorter prefix
+            prefix = remaining[:length]
+            found.update(ids[bisect.bisect_left(ids, prefix, key=key) : bisect.bisect_right(ids, prefix, key=key)])
         result = tuple(sorted(found))
         if len(self._compatible_cache) > 4096:
             self._compatible_cache.clear()
