@@ -7,7 +7,7 @@ the same call as a greedy step.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -28,24 +28,29 @@ class Preempted(Exception):
 
 
 @contextmanager
-def preemptible(model: torch.nn.Module, kv: PrefixKV, cancel: CancelToken | None) -> Iterator[None]:
-    """Within this block a forward pass raises :class:`Preempted` at the next layer once ``cancel`` is set.
+def preemptible(
+    model: torch.nn.Module, kv: PrefixKV, cancel: CancelToken | None
+) -> Iterator[Callable[[], None] | None]:
+    """Within this block a forward pass raises :class:`Preempted` at the next layer once ``cancel`` is set:
+    transformers' layers through forward hooks, the native pass through the check this yields (None without a
+    ``cancel``) as its ``between_layers``.
 
     A prefill chunk on a CPU takes up to a second; between layers a newer keystroke waits a few milliseconds.
     Before :class:`Preempted` leaves the block, ``kv`` drops the entries the stopped pass left in some layers
     (:meth:`PrefixKV.restore`)."""
-    layers = getattr(getattr(model, "model", model), "layers", None)
-    if cancel is None or not isinstance(layers, torch.nn.ModuleList):
-        yield
+    if cancel is None:
+        yield None
         return
 
-    def check(_module: torch.nn.Module, _args: Any) -> None:
+    def stop() -> None:
         if cancel.cancelled:
             raise Preempted
 
-    handles = [layer.register_forward_pre_hook(check) for layer in layers]
+    layers = getattr(getattr(model, "model", model), "layers", None)
+    hooked: Iterable[torch.nn.Module] = layers if isinstance(layers, torch.nn.ModuleList) else ()
+    handles = [layer.register_forward_pre_hook(lambda _module, _args: stop()) for layer in hooked]
     try:
-        yield
+        yield stop
     except Preempted:
         kv.restore()
         raise
@@ -101,17 +106,13 @@ def forward(
     kwargs: dict[str, object] = {}
     if device.type == "cpu":  # the same arithmetic per row in every pass
         kernel = native_attention(model)
-        if kernel is None:
-            if not last_only:
-                kwargs["row_plan"] = plan_rows(past, rows, mask)
-        else:
+        native = None if kernel is None else native_pass(model, kernel)
+        if native is not None and kernel is not None:
             plan = plan_keys(kernel, past, rows, mask)
-            native = native_pass(model, kernel)
-            if native is not None:
-                with torch.inference_mode():
-                    return native(kv.cache, tokens, rows, plan, last_only, between_layers)
-            if not last_only:
-                kwargs["row_plan"] = plan
+            with torch.inference_mode():
+                return native(kv.cache, tokens, rows, plan, last_only, between_layers)
+        if not last_only:  # a decoding pass on transformers' path: its rows' attention planned as the kernel's
+            kwargs["row_plan"] = plan_rows(past, rows, mask) if kernel is None else plan_keys(kernel, past, rows, mask)
     input_ids = torch.tensor([list(tokens)], dtype=torch.long, device=device)
     kwargs["position_ids"] = torch.tensor([rows], dtype=torch.long, device=device)
     if mask is not None:
@@ -161,13 +162,8 @@ def _prefill(
     model: torch.nn.Module, kv: PrefixKV, tokens: Sequence[int], cancel: CancelToken | None, chunk_size: int
 ) -> torch.Tensor | None:
     logits: torch.Tensor | None = None
-
-    def stop() -> None:  # the native pass's check between layers (transformers' path: preemptible's hooks)
-        if cancel is not None and cancel.cancelled:
-            raise Preempted
-
     try:
-        with preemptible(model, kv, cancel):
+        with preemptible(model, kv, cancel) as stop:
             for start in range(0, len(tokens), chunk_size):
                 if cancel is not None and cancel.cancelled:
                     return None

@@ -153,7 +153,7 @@ class _Run:
         cost = self.d.cost
         floor = cost.break_even(self.max_tokens)
         probe = self.gen.stats.steps % PROBE_EVERY == 0
-        affordable = cost.cost(2) - cost.interpolated(1) <= allowance
+        affordable = cost.cost(2) <= cost.dearest(allowance)  # one draft token, as select() bounds a pass
         for source in self.sources:
             if not probe and (not affordable or self.d.acceptance.ceiling(source.name) <= floor):
                 continue  # a lookup costs about a tenth of a millisecond, a few where the CPU's caches are cold

@@ -155,6 +155,11 @@ class CostModel:
     def cost(self, n: int) -> float:
         return self.interpolated(self.pass_size(n))
 
+    def dearest(self, allowance: float | None) -> float:
+        """The dearest pass a risk budget's ``allowance`` (:meth:`RiskBudget.allowance`: beyond a one-token
+        pass) pays for; no bound without one."""
+        return float("inf") if allowance is None else self.interpolated(1) + allowance
+
     def costs(self, n_max: int) -> list[float]:
         """``[cost(n) for n in 0 .. n_max]`` (0 for n = 0) in one sweep: what one step's selection asks of a
         table that the live passes change after every step (kept until the next change)."""
@@ -451,7 +456,7 @@ def select(
     nodes = node_probabilities(drafts, acceptance)
     order = sorted(nodes.items(), key=lambda kv: (-kv[1], len(kv[0])))[:max_tokens]
     costs = cost.costs(len(order) + 1)
-    dearest = float("inf") if allowance is None else cost.interpolated(1) + allowance
+    dearest = cost.dearest(allowance)
     best_n, best_rate, expected = 0, 1.0 / cost.interpolated(1), 1.0
     for n, (_, p) in enumerate(order, start=1):
         expected += p

@@ -801,7 +801,7 @@ __attribute__((noinline)) static void block(const Tiled& w, int64_t t, const Act
 #elif WOQ_NEON
         for (int64_t ahead = 0; ahead < w.block; ahead += 64) __builtin_prefetch(p + PREFETCH_BLOCKS * w.block + ahead, 0, 3);
 #endif
-        const int64_t at = m0 * G + g * MT;  // row m0's group g (a.index); row m0 + m's is m after it
+        const int64_t at = a.index(m0, g);  // row m0's group g; row m0 + m's is m after it (its block's MT rows)
         I8 dot[MT];
         if (g % SUPER == 0 && (LAYOUT == SIX_BITS || w.mode == K_QUANT)) {
             d_super = super_scales(p, w.block, LAYOUT == SIX_BITS ? SIX_D_AT : K_D_AT);
