@@ -130,6 +130,8 @@ class Warmed:
     """The outcome of one background prefill."""
 
     request_id: str
+    uri: str
+    version: int | None  # the document version whose cursor's prompt was prefilled
     prompt_tokens: int
     prefilled_tokens: int | None  # None: the backend has no cache to warm (remote)
     ms: float
@@ -138,6 +140,8 @@ class Warmed:
     def stats(self) -> dict[str, Any]:
         return {
             "requestId": self.request_id,
+            "uri": self.uri,
+            "version": self.version,
             "promptTokens": self.prompt_tokens,
             "prefilledTokens": self.prefilled_tokens,
             "ms": round(self.ms, 1),
@@ -204,7 +208,8 @@ def warm(snapshot: Snapshot, engine: CompletionEngine, cancel: CancelToken) -> W
     built = prompt_for(snapshot, engine)
     prefilled = None if cancel.cancelled else engine.backend().warm(built.token_ids, cancel)
     ms = (time.perf_counter() - started) * 1000.0
-    return Warmed(snapshot.request_id, len(built.token_ids), prefilled, ms, cancel.cancelled)
+    doc = snapshot.doc
+    return Warmed(snapshot.request_id, doc.uri, doc.version, len(built.token_ids), prefilled, ms, cancel.cancelled)
 
 
 # ---- pure helpers ------------------------------------------------------------------------------------

@@ -62,6 +62,7 @@ def test_keystroke_after_background_prefill_prefills_a_short_tail(server: LspCli
     _insert(server, uri, 2, line, character, "w")  # the cursor settles after "w": prefilled in idle time
     warmed = _wait_warm(server, runs + 1)
     assert not warmed["cancelled"] and warmed["prefilledTokens"] > 500, warmed
+    assert (warmed["uri"], warmed["version"]) == (uri, 2), warmed  # which document version was prefilled
     _insert(server, uri, 3, line, character + 1, "i")
     before = len(server.notifications)
     server.inline(uri, line, character + 2)
