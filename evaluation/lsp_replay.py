@@ -420,24 +420,32 @@ def watch_pause(client: LspClient, hole: Hole, uri: str, version: int, mode: str
     return pause
 
 
-def _warmed(client: LspClient, uri: str, version: int) -> bool:
-    """Whether the daemon's last background prefill ended whole, for ``uri`` at ``version``."""
-    last = client.command("lookahead.stats", timeout=ANSWER_TIMEOUT_S).get("lastWarm") or {}
-    return last.get("uri") == uri and last.get("version") == version and not last.get("cancelled")
+def _last_warm(client: LspClient) -> dict[str, Any]:
+    """The daemon's last background prefill (its request id, document, version, whether cancelled)."""
+    return dict(client.command("lookahead.stats", timeout=ANSWER_TIMEOUT_S).get("lastWarm") or {})
 
 
 def pause_at(client: LspClient, root: Path, hole: Hole, mode: str) -> Pause:
     """Open ``hole``'s file two keys before the cursor and type one (the daemon learns the cursor and prefills
     its prompt in idle time, as while a typist types), wait for that background prefill (of this version: a
-    prefill left from the last pause does not count), then :func:`watch_pause` types the last key. No completion
-    is asked for before it: every pause is a model run (none is typed through an earlier answer)."""
+    prefill left from the last pause, in the same file at the same version number, does not count), then
+    :func:`watch_pause` types the last key. No completion is asked for before it: every pause is a model run
+    (none is typed through an earlier answer)."""
     uri = (root / hole.path).as_uri()
     opened = {"uri": uri, "languageId": "python", "version": 1, "text": hole.prefix[:-2] + hole.suffix}
+    earlier = _last_warm(client).get("requestId")
     client.notify("textDocument/didOpen", {"textDocument": opened})
     one_key = {"textDocument": {"uri": uri, "version": 2}, "contentChanges": [{"text": hole.prefix[:-1] + hole.suffix}]}
     client.notify("textDocument/didChange", one_key)
     deadline = time.monotonic() + ANSWER_TIMEOUT_S
-    while not _warmed(client, uri, 2) and time.monotonic() < deadline:
+    while time.monotonic() < deadline:
+        last = _last_warm(client)
+        if last.get("requestId") != earlier and (last.get("uri"), last.get("version"), last.get("cancelled")) == (
+            uri,
+            2,
+            False,
+        ):
+            break
         time.sleep(0.2)
     pause = watch_pause(client, hole, uri, 3, mode)
     client.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
