@@ -440,11 +440,8 @@ def pause_at(client: LspClient, root: Path, hole: Hole, mode: str) -> Pause:
     deadline = time.monotonic() + ANSWER_TIMEOUT_S
     while time.monotonic() < deadline:
         last = _last_warm(client)
-        if last.get("requestId") != earlier and (last.get("uri"), last.get("version"), last.get("cancelled")) == (
-            uri,
-            2,
-            False,
-        ):
+        this_one = last.get("requestId") != earlier and (last.get("uri"), last.get("version")) == (uri, 2)
+        if this_one and not last.get("cancelled"):
             break
         time.sleep(0.2)
     pause = watch_pause(client, hole, uri, 3, mode)
