@@ -297,8 +297,9 @@ def make_stop_fn(
     first line ends where its current word does (:class:`WordEnd`).
 
     ``publish``: deadlines become publish points instead of stop points: each cut calls ``publish`` and
-    decoding goes on (the stop rules still end it); once published, every further complete line is
-    published too (the rest of the line, then the block, each as soon as it is there).
+    decoding goes on (the stop rules still end it). A block's first complete line is published as soon as it
+    is there, deadline or not (the typist sees a whole line while the block is decoded), and so is every
+    further complete line (and, after a runaway cap, the rest of the first line).
     """
     last = {"length": -1, "published": -1}
     lines_due = {"now": False}
@@ -307,7 +308,7 @@ def make_stop_fn(
         first_line = "\n" not in visible
         if first_line and line_late is not None and not lines_due["now"] and line_late():
             lines_due["now"] = True  # late on the first line: it ends with that line
-        if not first_line and (lines_due["now"] or last["published"] >= 0 or (out_of_time and out_of_time())):
+        if not first_line and (publish is not None or lines_due["now"] or (out_of_time and out_of_time())):
             return rules.complete_lines(visible)
         if first_line and line_end is not None:
             return line_end.cut(visible)

@@ -12,6 +12,7 @@ back every :data:`decoder.policy.PERSIST_EVERY` live passes.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -20,6 +21,7 @@ import platform
 import tempfile
 import time
 from collections.abc import Callable
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -95,13 +97,30 @@ def model_description(model: torch.nn.Module) -> str:
     return json.dumps({"shape": shape, "dtype": str(dtype), "modules": sorted(kinds.items())}, sort_keys=True)
 
 
+PASS_SOURCES = ("forward.py", "kv.py", "runtime")  # the Python a pass runs (decoder/), besides the kernel
+
+
+@functools.cache
+def pass_code() -> str:
+    """A key of the Python that runs a pass (:data:`PASS_SOURCES`): a table or figures timed under other code
+    (a prefill that took another path, say) are timed again, as a new kernel build's are by its name."""
+    digest = hashlib.sha256()
+    package = resources.files("lookahead_lsp.decoder")
+    for name in PASS_SOURCES:
+        entry = package.joinpath(name)
+        files = [f for f in entry.iterdir() if f.name.endswith(".py")] if entry.is_dir() else [entry]
+        for source in sorted(files, key=lambda f: f.name):
+            digest.update(source.name.encode() + b"\0" + source.read_bytes())
+    return digest.hexdigest()[:20]
+
+
 def table_path(model: torch.nn.Module) -> Path:
     """The file of ``model``'s table on this machine: beside its kernel library, named after it (level and build
-    key), and after this machine and model."""
+    key), and after this machine, the model and the pass's code."""
     device = next(model.parameters()).device
     library = kernel_library(model)
     folder, stem = (library.parent, library.stem) if library is not None else (kernel_folder(), device.type)
-    key = f"v{VERSION}\n{machine_description(device)}\n{model_description(model)}"
+    key = f"v{VERSION}\n{machine_description(device)}\n{model_description(model)}\n{pass_code()}"
     return folder / f"cost-{stem}-{hashlib.sha256(key.encode()).hexdigest()[:20]}.json"
 
 

@@ -2,7 +2,8 @@
 stored beside the native kernels as the pass-cost table is (``decoder/cost_table.py``), read back by later starts.
 
 The figures depend on the machine (processor, flags, torch threads and version, device), the model, the kernel
-build (its file name carries its level and sources' key) and the settings that change what a pass reads
+build (its file name carries its level and sources' key), the Python that runs a pass (``cost_table.pass_code``)
+and the settings that change what a pass reads
 (``device``, ``dtype``, ``prefillDtype``, ``weights``): the file's name is a hash of all of them, so a change of
 any one measures again. Timing: the CPU's prompt budget prefilled once, then the fastest of :data:`ROUNDS` tail
 prefills and of :data:`ROUNDS` one-token passes after it (the fastest: the round least disturbed by other work).
@@ -30,7 +31,7 @@ def figures_path(config: Config, sha256: str) -> Path:
     """Where the figures of the model with GGUF ``sha256`` under ``config``'s settings live on this machine (the
     torch threads as they are now: call after the load's thread setting, before the model is tuned)."""
     # deferred: torch (cost_table, model) takes seconds to import; the daemon answers `initialize` first
-    from lookahead_lsp.decoder.cost_table import kernel_folder, machine_description
+    from lookahead_lsp.decoder.cost_table import kernel_folder, machine_description, pass_code
     from lookahead_lsp.decoder.kernels.woq_native import native_kernel
     from lookahead_lsp.decoder.runtime.model import resolve_device
 
@@ -40,6 +41,7 @@ def figures_path(config: Config, sha256: str) -> Path:
         sha256,
         machine_description(resolve_device(config.device)),
         kernel.library.name if kernel is not None else "no native kernel",
+        pass_code(),
         repr((config.device, config.dtype, config.prefill_dtype, config.weights)),
     ]
     return kernel_folder() / f"figures-{hashlib.sha256(chr(10).join(parts).encode()).hexdigest()[:20]}.json"

@@ -313,3 +313,25 @@ def test_deadlines_as_publish_points_publish_the_word_then_the_line_then_each_li
         (5, "x = compute_total(a)\n    y = 2"),
         (6, "x = compute_total(a)\n    y = 2\n    z = 3"),
     ]
+
+
+def test_progressive_publishes_a_blocks_first_whole_line_before_any_deadline() -> None:
+    shape, suffix = split("def f(a):\n    |\n", "python")
+    tokens = FakeTokens(["x = g(", "a,\n", "  b)\n", "    y", " = 2\n"])
+    published: list[tuple[int, str]] = []
+    never = make_stop_fn(
+        tokens.decode,
+        StopRules(shape, suffix),
+        "",
+        lambda: False,  # no deadline passes
+        line_late=lambda: False,
+        publish=lambda kept, text: published.append((len(kept), text)),
+    )
+    for n in range(1, len(tokens.pieces) + 1):
+        assert never(list(range(n))) is None
+    assert published == [  # not "x = g(a,": a line is whole once its brackets close
+        (3, "x = g(a,\n  b)"),
+        (5, "x = g(a,\n  b)\n    y = 2"),
+    ]
+    quiet = make_stop_fn(tokens.decode, StopRules(shape, suffix), "", lambda: False, line_late=lambda: False)
+    assert all(quiet(list(range(n))) is None for n in range(1, len(tokens.pieces) + 1))  # without publish: no cut

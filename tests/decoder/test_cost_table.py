@@ -47,6 +47,18 @@ def test_measured_once_then_read_back_and_refreshed_by_live_passes(cache: Path) 
     assert abs(stored.interpolated(8) - 3.0) < abs(first.interpolated(8) - 3.0)
 
 
+def test_other_pass_code_has_its_own_table(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pass's Python changed (a prefill taking another path): the table is timed again, not read back."""
+    small = make_tiny_qwen2(dtype=torch.float32)
+    code = cost_table.pass_code()
+    assert code == cost_table.pass_code.__wrapped__() and len(code) == 20
+    monkeypatch.setattr(cost_table, "PASS_SOURCES", ("forward.py",))
+    assert cost_table.pass_code.__wrapped__() != code  # every named source counts
+    before = cost_table.table_path(small)
+    monkeypatch.setattr(cost_table, "pass_code", lambda: "0" * 20)
+    assert cost_table.table_path(small) != before
+
+
 def test_another_model_or_thread_count_has_its_own_table(cache: Path) -> None:
     small, wide = make_tiny_qwen2(dtype=torch.float32), make_tiny_qwen2(vocab_size=1024, dtype=torch.float32)
     assert cost_table.table_path(small) != cost_table.table_path(wide)

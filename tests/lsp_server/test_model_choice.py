@@ -134,6 +134,15 @@ def test_figures_are_keyed_by_model_and_settings() -> None:
     assert path != model_figures.figures_path(Config(model="auto", weights="dense"), EMBEDDED_1_5B.sha256)
 
 
+def test_figures_are_timed_again_under_other_pass_code(monkeypatch: pytest.MonkeyPatch) -> None:
+    from lookahead_lsp.decoder import cost_table
+
+    config = Config(model="auto")
+    path = model_figures.figures_path(config, EMBEDDED_1_5B.sha256)
+    monkeypatch.setattr(cost_table, "pass_code", lambda: "0" * 20)
+    assert model_figures.figures_path(config, EMBEDDED_1_5B.sha256) != path
+
+
 def test_measure_times_a_real_pass_and_prefill() -> None:
     from tests.tiny_model import make_tiny_qwen2
 
