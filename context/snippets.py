@@ -225,25 +225,35 @@ class SnippetIndex:
         return self.query(query_window(text, offset), exclude_path=exclude_path)
 
     def _scores(self, text: str, exclude_path: str | None) -> dict[int, float]:
-        n = len(self._chunks)
-        if n == 0:
+        """BM25 scores of the windows outside ``exclude_path``, its statistics (window count, lengths, document
+        frequencies) over those windows too: typing in the excluded document (the one being completed) moves
+        no other window's score, so the snippets, and the prompt's context in the KV cache, stay."""
+        excluded = set(self._by_path[exclude_path][1]) if exclude_path in self._by_path else set()
+        n = len(self._chunks) - len(excluded)
+        if n <= 0:
             return {}
-        average = max(self._total_length / n, 1.0)
-        query_terms = sorted(set(terms(text)))
+        total = self._total_length - sum(self._chunks[c].length for c in excluded)
+        average = max(total / n, 1.0)
         limit = COMMON_FRACTION * n if n >= COMMON_MIN_CHUNKS else n
-        usable = [t for t in query_terms if t in self._postings and len(self._postings[t]) <= limit]
-        usable.sort(key=lambda t: (len(self._postings[t]), t))
+        frequency = {t: self._frequency(t, excluded) for t in set(terms(text)) if t in self._postings}
+        usable = sorted((t for t, f in frequency.items() if 0 < f <= limit), key=lambda t: (frequency[t], t))
         scores: dict[int, float] = {}
         for term in usable[:MAX_QUERY_TERMS]:
-            postings = self._postings[term]
-            idf = math.log(1 + (n - len(postings) + 0.5) / (len(postings) + 0.5))
-            for chunk_id, tf in postings.items():
-                chunk = self._chunks[chunk_id]
-                if chunk.path == exclude_path:
+            idf = math.log(1 + (n - frequency[term] + 0.5) / (frequency[term] + 0.5))
+            for chunk_id, tf in self._postings[term].items():
+                if chunk_id in excluded:
                     continue
+                chunk = self._chunks[chunk_id]
                 norm = tf * (K1 + 1) / (tf + K1 * (1 - B + B * chunk.length / average))
                 scores[chunk_id] = scores.get(chunk_id, 0.0) + idf * norm
         return scores
+
+    def _frequency(self, term: str, excluded: set[int]) -> int:
+        """The windows outside ``excluded`` that hold ``term``."""
+        postings = self._postings[term]
+        if len(excluded) < len(postings):
+            return len(postings) - sum(1 for c in excluded if c in postings)
+        return sum(1 for c in postings if c not in excluded)
 
 
 def _overlaps(chunk: _Chunk, snippet: Snippet, chunk_lines: int) -> bool:

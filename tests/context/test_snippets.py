@@ -46,6 +46,22 @@ def test_exclude_current_file() -> None:
     assert all(h.path != "src/config.py" for h in hits)
 
 
+def test_typing_in_the_excluded_file_moves_no_other_windows_score() -> None:
+    """The file being completed is excluded from the results and from the statistics that score them: a
+    keystroke there (new terms, new lines, new windows) leaves every snippet and score as it was."""
+    index = make_index()
+    typing = "import json\n\ndef load(path):\n    return parse_config(path)\n"
+    index.add_document("src/app.py", typing)
+    query = "settings = parse_config(path) or open_socket(host, port)"
+    before = index.query(query, exclude_path="src/app.py", k=4)
+    assert {h.path for h in before} == {"src/config.py", "src/net.py"}
+    for more in ("    socket = open_socket(host, port)\n", "\n".join(f"# json path {i}" for i in range(60))):
+        typing += more
+        index.add_document("src/app.py", typing)
+        assert index.query(query, exclude_path="src/app.py", k=4) == before
+    assert index.query(query, k=4) != before  # not excluded, the same file counts (and is found)
+
+
 def test_update_and_remove_are_incremental() -> None:
     index = make_index()
     index.add_document("src/net.py", "def parse_config_from_env():\n    return parse_config(ENV)\n")
