@@ -52,7 +52,7 @@ class Config:
     multiline_deadline_ms: int | None = 800  # a block still decoding this long after the key ends at a line end
     line_deadline_ms: int | None = 600  # a first line still decoding this long after the key ends at its line end
     line_cap_ms: int | None = 2500  # a first line still decoding this long after the key ends at a word end
-    progressive: bool = True  # a deadline shows what is there and decoding goes on (lookahead/completionReady)
+    progressive: bool = True  # a block's first whole line, or a deadline, shows what is there; decoding goes on
     token_budget: int | None = None  # prompt tokens at most; None: by device (DEVICE_PROMPT_DEFAULTS)
     prompt_layout: LayoutSetting = "auto"  # "psm", "spm", "psm-short" (context/prompt.py); "auto": by device
     background_prefill: bool = True  # prefill the next prompt in idle time (preempted by any request)
