@@ -211,11 +211,11 @@ class _Run:
         tree = build_tree(current, [(d.tokens, d.source, p) for d, p in ranked])
         start = kv.cache.get_seq_length()
         if len(tree) == 1:
-            logits = forward(self.d.model, kv, [current])
+            logits = forward(self.d.model, kv, [current], between_layers=gen.between_layers)
         else:
             positions = [start + depth for depth in tree.depths]
             mask = None if tree.is_chain() else tree.attention()
-            logits = forward(self.d.model, kv, tree.tokens, positions, mask)
+            logits = forward(self.d.model, kv, tree.tokens, positions, mask, between_layers=gen.between_layers)
         path, bonus = verify(tree, logits, lambda lg, toks: pick(lg, gen.allowed(toks)))
         accepted = [tree.tokens[i] for i in path]
         kv.keep_selected(start, [0, *path], [current, *accepted])

@@ -40,7 +40,7 @@ def plain_step(model: torch.nn.Module, kv: PrefixKV, gen: Generation) -> int:
 
     The greedy decoder's every step, and a lookahead step with nothing worth verifying."""
     token = gen.tokens[-1]
-    logits = forward(model, kv, [token])[-1]
+    logits = forward(model, kv, [token], between_layers=gen.between_layers)[-1]
     kv.append([token])
     stats = gen.stats
     stats.steps += 1
@@ -57,6 +57,7 @@ class Generation:
         self.tokens: list[int] = []
         self.finish: FinishReason | None = None
         self.stats = DecodeStats(prompt_tokens=len(request.prompt_ids))
+        self.between_layers: Callable[[], None] | None = None  # a pass's cancel check (:func:`drive` sets it)
         self._t0 = time.perf_counter()
 
     def allowed(self, extra: Sequence[int] = ()) -> Sequence[int] | None:
@@ -141,7 +142,7 @@ def drive(
     stepper = make_stepper(gen)
     pending = [pick(logits, gen.allowed())]
     try:
-        with preemptible(model, kv, request.cancel):
+        with preemptible(model, kv, request.cancel) as gen.between_layers:
             while True:
                 committed = gen.commit(pending)
                 stepper.extend(gen.tokens[len(gen.tokens) - committed :])

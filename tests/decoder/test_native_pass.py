@@ -5,19 +5,22 @@ in a one-token pass."""
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 
 import pytest
 import torch
 from transformers.models.qwen2.modeling_qwen2 import Qwen2RMSNorm, apply_rotary_pos_emb
 
 from lookahead_lsp.decoder.forward import forward, prefill
+from lookahead_lsp.decoder.greedy import GreedyDecoder
 from lookahead_lsp.decoder.kernels.woq_layout import WoqProduct, woq_state
 from lookahead_lsp.decoder.kernels.woq_native import WoqKernel, built_kernel
 from lookahead_lsp.decoder.kv import PrefixKV
+from lookahead_lsp.decoder.lookahead import LookaheadDecoder
 from lookahead_lsp.decoder.runtime.native_pass import _PASSES, native_pass, qualifies
 from lookahead_lsp.decoder.runtime.packed_model import pack_gguf, use_packed
 from lookahead_lsp.decoder.runtime.woq_layer import WoqLinear
-from lookahead_lsp.decoder.types import CancelToken
+from lookahead_lsp.decoder.types import CancelToken, DecodeRequest
 from tests.decoder.test_packed import write_tiny_gguf
 from tests.decoder.test_woq import random_groups
 from tests.tiny_model import make_tiny_qwen2
@@ -174,3 +177,22 @@ def test_a_native_prefill_stops_between_layers_and_keeps_the_chunks_it_finished(
     assert cancel.looked == layers + 3
     assert kv.ids == prompt[:4]  # the chunk it finished stays
     assert all(layer.keys.shape[-2] == 4 for layer in kv.cache.layers)  # chunk 2's partial entries dropped
+
+
+@pytest.mark.parametrize("decoder", [GreedyDecoder, LookaheadDecoder])
+def test_a_native_decoding_pass_stops_between_layers_and_the_cache_stays_whole(
+    packed: torch.nn.Module, decoder: Callable[[torch.nn.Module], GreedyDecoder | LookaheadDecoder]
+) -> None:
+    """A newer keystroke stops a decoding pass at its next layer, not after the whole pass; the cache keeps
+    exactly the entries of the tokens committed before it."""
+    prompt = list(range(3, 11))
+    layers = len(packed.model.layers)
+    # looks: the prefill's (1 + layers), the request's (1), then per step the loop's (1) and the pass's (layers)
+    reads = (1 + layers) + 1 + (1 + layers) + 3  # the second pass is stopped before its second layer
+    cancel = CancelAfter(reads=reads)
+    running = decoder(packed)
+    result = running.generate(DecodeRequest(prompt, max_new_tokens=16, cancel=cancel))
+    assert result.stats.finish_reason == "cancelled" and cancel.looked == reads
+    assert len(result.token_ids) == 2  # the prefill's token and the first pass's
+    assert all(layer.keys.shape[-2] == len(running.kv.ids) for layer in running.kv.cache.layers)
+    assert running.kv.ids[: len(prompt)] == prompt
