@@ -33,6 +33,12 @@ def kernel() -> WoqKernel:
     return built
 
 
+@pytest.fixture(autouse=True)
+def native_forward(monkeypatch: pytest.MonkeyPatch, kernel: WoqKernel) -> None:
+    """``forward`` takes the native pass here even where $LOOKAHEAD_LSP_NATIVE=0 turns the decoders' use off."""
+    monkeypatch.setattr("lookahead_lsp.decoder.forward.native_kernel", lambda: kernel)
+
+
 @pytest.fixture(scope="module")
 def packed(kernel: WoqKernel, tmp_path_factory: pytest.TempPathFactory) -> torch.nn.Module:
     gguf = tmp_path_factory.mktemp("gguf") / "tiny.gguf"
