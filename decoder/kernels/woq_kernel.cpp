@@ -426,10 +426,23 @@ static inline int32_t group_codes(const float* p, float inv, int8_t* q) {
 }
 #endif
 
+// The centring of a Q6_K half-group for the x86 levels' products of unsigned codes (six_half): -32 times the
+// sums of the activations that each 16-bit lane of a chunk's maddubs pairs, (q[4k] + q[4k + 1], q[4k + 2] +
+// q[4k + 3]) over the half's chunks k, as two int16 in one int32 (|.| <= 32 * 8 * 127 = 32512).
+static inline int32_t six_centre(const int8_t* q, int half) {
+    int32_t low = 0, high = 0;
+    for (int k = 4 * half; k < 4 * half + 4; k++) {
+        low += q[4 * k] + q[4 * k + 1];
+        high += q[4 * k + 2] + q[4 * k + 3];
+    }
+    return (int32_t)(uint16_t)(int16_t)(-SIX_ZERO * low) | (int32_t)((uint32_t)(uint16_t)(int16_t)(-SIX_ZERO * high) << 16);
+}
+
 struct Activations {
     std::vector<int8_t> q;
     std::vector<float> d, xo;
     std::vector<int32_t> qsum;
+    std::vector<int32_t> six;  // x86 levels: six_centre of each row's groups, halves 0 and 1 (at 2 * index)
     int64_t batch, groups;
     // where row `row`'s group g is: its block's first row m0 times the groups, then g times the block's rows
     int64_t index(int64_t row, int64_t g) const {
@@ -437,7 +450,8 @@ struct Activations {
         return m0 * groups + g * rows + (row - m0);
     }
     Activations(const float* x, int64_t batch, int64_t groups, int threads)
-        : q(batch * groups * GROUP), d(batch * groups), xo(batch * groups), qsum(batch * groups), batch(batch), groups(groups) {
+        : q(batch * groups * GROUP), d(batch * groups), xo(batch * groups), qsum(batch * groups),
+          six(WOQ_SIMD ? 2 * batch * groups : 0), batch(batch), groups(groups) {
         const int64_t count = batch * groups;  // a prefill chunk's: a few million values, shared out
 #pragma omp parallel for schedule(static) num_threads(threads) if (count >= 4096)
         for (int64_t i = 0; i < count; i++) {
@@ -449,6 +463,8 @@ struct Activations {
             d[at] = top / 127.0f;
             qsum[at] = total;
             xo[at] = d[at] * (float)total;
+            if (WOQ_SIMD)
+                for (int half = 0; half < 2; half++) six[2 * at + half] = six_centre(&q[at * GROUP], half);
         }
     }
 };
@@ -505,13 +521,12 @@ static inline __m256i chunk(const uint8_t* c, int k) {
     return v;
 }
 
-// chunk k of a Q6_K tile-group's codes, centred: code - 32 as signed bytes (-32 .. 31)
+// chunk k of a Q6_K tile-group's codes as they are (0 .. 63)
 static inline __m256i six_chunk(const uint8_t* c, int k) {
     const __m256i pairs = _mm256_loadu_si256((const __m256i*)(c + 128 + 32 * (k / 4)));
     const int at = 2 * (k % 4);  // the chunk's pair, moved to bits 4-5
     const __m256i high = at <= 4 ? _mm256_slli_epi16(pairs, 4 - at) : _mm256_srli_epi16(pairs, at - 4);
-    const __m256i code = _mm256_or_si256(chunk<NIBBLES>(c, k), _mm256_and_si256(high, _mm256_set1_epi8(0x30)));
-    return _mm256_sub_epi8(code, _mm256_set1_epi8(SIX_ZERO));
+    return _mm256_or_si256(chunk<NIBBLES>(c, k), _mm256_and_si256(high, _mm256_set1_epi8(0x30)));
 }
 
 // 8 rows' signed sub-block scales s (8 bytes) as 8 int32 lanes of two int16 s each: madd's multiplier
@@ -520,19 +535,21 @@ static inline __m256i sub_pairs(const uint8_t* p) {
     return _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(bytes, bytes));
 }
 
-// half H of a Q6_K group (chunks 4H .. 4H + 3): each row's centred codes times its activations by sign transfer,
-// summed in 16 bits (|pair| <= 2 * 32 * 127: four chunks' pairs stay below 2^15), then by madd times the weight
-// rows' sub-block scales into 32 bits, added to dot (H = 1) or put there (H = 0)
+// half H of a Q6_K group (chunks 4H .. 4H + 3): each row's codes as they are (unsigned) times its activations,
+// summed in 16 bits from the half's centring (-32 times the activations' sums: six_centre), so each lane ends at
+// the centred codes' sum; then by madd times the weight rows' sub-block scales into 32 bits, added to dot (H = 1)
+// or put there (H = 0). Exact: no product saturates (a maddubs pair is at most 2 * 63 * 127), and a lane's final
+// sum, the centred codes' products, is at most 4 * 2 * 32 * 127 < 2^15 (16-bit adds wrap: the order of the terms
+// does not matter).
 template <int MT, int H>
-static inline void six_half(const uint8_t* p, const uint8_t* c, const int8_t* q, I8* dot) {
+static inline void six_half(const uint8_t* p, const uint8_t* c, const int8_t* q, const int32_t* centre, I8* dot) {
     __m256i sums[MT];
-    for (int m = 0; m < MT; m++) sums[m] = _mm256_setzero_si256();
+    for (int m = 0; m < MT; m++) sums[m] = _mm256_set1_epi32(centre[2 * m + H]);
 #pragma GCC unroll 4
     for (int k = 4 * H; k < 4 * H + 4; k++) {
-        const __m256i codes = six_chunk(c, k), magnitude = _mm256_abs_epi8(codes);
+        const __m256i codes = six_chunk(c, k);
         for (int m = 0; m < MT; m++) {
-            const __m256i x = _mm256_sign_epi8(broadcast4(q + m * GROUP + 4 * k), codes);
-            sums[m] = _mm256_add_epi16(sums[m], _mm256_maddubs_epi16(magnitude, x));
+            sums[m] = _mm256_add_epi16(sums[m], _mm256_maddubs_epi16(codes, broadcast4(q + m * GROUP + 4 * k)));
             in_register(sums[m]);
         }
     }
@@ -543,11 +560,12 @@ static inline void six_half(const uint8_t* p, const uint8_t* c, const int8_t* q,
     }
 }
 
-// each row's exact Q6_K integer dot of the tile-group (as the scalar six_dots), at every x86-64 vector level
+// each row's exact Q6_K integer dot of the tile-group (as the scalar six_dots), at every x86-64 vector level;
+// row m's centrings at centre + 2 m
 template <int MT>
-static inline void six_dots(const uint8_t* p, const uint8_t* c, const int8_t* q, I8* dot) {
-    six_half<MT, 0>(p, c, q, dot);
-    six_half<MT, 1>(p, c, q, dot);
+static inline void six_dots(const uint8_t* p, const uint8_t* c, const int8_t* q, const int32_t* centre, I8* dot) {
+    six_half<MT, 0>(p, c, q, centre, dot);
+    six_half<MT, 1>(p, c, q, centre, dot);
 }
 
 #elif WOQ_NEON
@@ -625,7 +643,7 @@ static inline void six_lane_chunks(const uint8_t* c, const int8_t* q, I8* part) 
 // each row's exact Q6_K integer dot of the tile-group (as the scalar six_dots): per half of the group the centred
 // codes' dots by sdot (at both ARM64 levels), times the weight rows' sub-block scales
 template <int MT>
-static inline void six_dots(const uint8_t* p, const uint8_t* c, const int8_t* q, I8* dot) {
+static inline void six_dots(const uint8_t* p, const uint8_t* c, const int8_t* q, const int32_t*, I8* dot) {
     I8 part[MT];
     for (int m = 0; m < MT; m++) part[m] = {vdupq_n_s32(0), vdupq_n_s32(0)};
     six_lane_chunks<MT, 0>(c, q, part);
@@ -766,7 +784,7 @@ static inline void group_dots(const uint8_t* c, const int8_t* q, const int32_t* 
 // codes times the activations, times the weight row's signed sub-block scale of that half (p: 8 of the first
 // half, then 8 of the second)
 template <int MT>
-static inline void six_dots(const uint8_t* p, const uint8_t* c, const int8_t* q, I8* dot) {
+static inline void six_dots(const uint8_t* p, const uint8_t* c, const int8_t* q, const int32_t*, I8* dot) {
     Codes<SIX_BITS> codes;
     decode<SIX_BITS>(c, &codes);
     for (int m = 0; m < MT; m++) {
@@ -808,7 +826,7 @@ __attribute__((noinline)) static void block(const Tiled& w, int64_t t, const Act
             if (LAYOUT != SIX_BITS) min_super = super_scales(p, w.block, K_MIN_AT);
         }
         if constexpr (LAYOUT == SIX_BITS) {
-            six_dots<MT>(p, p + head, &a.q[at * GROUP], dot);
+            six_dots<MT>(p, p + head, &a.q[at * GROUP], WOQ_SIMD ? a.six.data() + 2 * at : nullptr, dot);
             for (int m = 0; m < MT; m++) acc[m] = f_scaled(acc[m], dot[m], d_super, a.d[at + m]);
         } else {
             group_dots<LAYOUT, MT>(p + head, &a.q[at * GROUP], &a.qsum[at], dot);

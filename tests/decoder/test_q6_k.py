@@ -159,6 +159,30 @@ def test_every_level_computes_the_same_bits_as_the_scalar_build(levels: dict[str
         assert torch.equal(dense, torch.from_numpy(groups.dequantize())), level
 
 
+def test_extreme_codes_and_activations_give_the_scalar_builds_bits_at_every_level(
+    levels: dict[str, WoqKernel],
+) -> None:
+    """The x86 levels sum unsigned codes' products in 16 bits from each half-group's centring: codes 0 and 63
+    against activations of +-127, in every order of a half's chunks, with the largest sub-block scales, never
+    saturate or wrap (the scalar build sums centred codes in 32 bits)."""
+    cols = 512
+    halves = cols // 16
+    sign = np.where(np.arange(cols) % 16 < 8, -1.0, 1.0)  # each half-group: chunks 0-1 one sign, 2-3 the other
+    codes = np.stack([
+        np.full(cols, 63), np.zeros(cols), np.where(sign < 0, 0, 63), np.where(sign < 0, 63, 0),
+        np.where(np.arange(cols) % 2 == 0, 63, 0), np.full(cols, 32), np.full(cols, 31), np.full(cols, 1),
+    ]).astype(np.uint8)  # fmt: skip
+    sub = np.stack([np.full(halves, v) for v in (127, -128, 127, -128, 127, -128, 127, -128)]).astype(np.int8)
+    groups = SixBitGroups(codes, np.full((8, cols // 256), 1 / 64, dtype=np.float32), sub)
+    x = torch.from_numpy(np.stack([np.ones(cols), -np.ones(cols), sign, -sign, sign * 1e6]).astype(np.float32))
+    state = woq_state(groups)
+    outputs = {level: WoqLinear(kernel, state, None)(x) for level, kernel in levels.items()}
+    for level, got in outputs.items():
+        assert torch.equal(got, outputs["scalar"]), level
+    exact = x.double() @ torch.from_numpy(groups.dequantize()).double().t()  # +-1 quantizes to +-127 exactly
+    assert torch.allclose(outputs["scalar"].double(), exact, rtol=1e-6, atol=1e-3)
+
+
 def test_the_kernel_refuses_a_q6_k_weight_of_partial_super_blocks(kernel: WoqKernel) -> None:
     weight = WoqWeight.of(woq_state(six_bit(8, 512, seed=6)))
     partial = WoqWeight(weight.tiles, weight.layout, weight.mode, 0.0, 8, 12)  # 12 groups: a super-block and a half
