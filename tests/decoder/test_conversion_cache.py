@@ -183,11 +183,10 @@ def test_the_fast_config_and_tokenizer_are_transformers_own(tmp_path: Path) -> N
 
 @pytest.mark.real_model
 def test_the_embedded_cache_holds_no_dense_matrices_and_fits_the_disk_budget() -> None:
+    from lookahead_lsp.decoder.kernels.woq_native import native_kernel
     from lookahead_lsp.decoder.runtime.model import load_model
     from lookahead_lsp.decoder.runtime.packed_model import cache_path
     from lookahead_lsp.decoder.weights.cache import cache_root
-
-    from lookahead_lsp.decoder.kernels.woq_native import native_kernel
 
     loaded = load_model("embedded", device="cpu")
     assert loaded.weights == ("gguf-native" if native_kernel() is not None else "gguf-int4")  # $LOOKAHEAD_LSP_NATIVE
