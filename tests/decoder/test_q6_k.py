@@ -162,9 +162,9 @@ def test_every_level_computes_the_same_bits_as_the_scalar_build(levels: dict[str
 def test_extreme_codes_and_activations_give_the_scalar_builds_bits_at_every_level(
     levels: dict[str, WoqKernel],
 ) -> None:
-    """The x86 levels sum unsigned codes' products in 16 bits from each half-group's centring: codes 0 and 63
-    against activations of +-127, in every order of a half's chunks, with the largest sub-block scales, never
-    saturate or wrap (the scalar build sums centred codes in 32 bits)."""
+    """The x86 levels sum unsigned codes' products in 16 bits from each half-group's centring: with codes 0 and
+    63 against activations of +-127, in either order over a half's chunks, and the largest sub-block scales, no
+    product saturates and each sum ends where the scalar build's (centred codes, summed in 32 bits) does."""
     cols = 512
     halves = cols // 16
     sign = np.where(np.arange(cols) % 16 < 8, -1.0, 1.0)  # each half-group: chunks 0-1 one sign, 2-3 the other
