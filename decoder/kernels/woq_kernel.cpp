@@ -442,16 +442,17 @@ struct Activations {
     std::vector<int8_t> q;
     std::vector<float> d, xo;
     std::vector<int32_t> qsum;
-    std::vector<int32_t> six;  // x86 levels: six_centre of each row's groups, halves 0 and 1 (at 2 * index)
+    std::vector<int32_t> six;  // `centred`: six_centre of each row's groups, halves 0 and 1 (at 2 * index)
     int64_t batch, groups;
     // where row `row`'s group g is: its block's first row m0 times the groups, then g times the block's rows
     int64_t index(int64_t row, int64_t g) const {
         const int64_t m0 = row - row % ROW_TILE, rows = batch - m0 < ROW_TILE ? batch - m0 : ROW_TILE;
         return m0 * groups + g * rows + (row - m0);
     }
-    Activations(const float* x, int64_t batch, int64_t groups, int threads)
+    // `centred`: also each group's Q6_K centring (an x86 level's product with a Q6_K weight)
+    Activations(const float* x, int64_t batch, int64_t groups, int threads, bool centred)
         : q(batch * groups * GROUP), d(batch * groups), xo(batch * groups), qsum(batch * groups),
-          six(WOQ_SIMD ? 2 * batch * groups : 0), batch(batch), groups(groups) {
+          six(centred ? 2 * batch * groups : 0), batch(batch), groups(groups) {
         const int64_t count = batch * groups;  // a prefill chunk's: a few million values, shared out
 #pragma omp parallel for schedule(static) num_threads(threads) if (count >= 4096)
         for (int64_t i = 0; i < count; i++) {
@@ -463,7 +464,7 @@ struct Activations {
             d[at] = top / 127.0f;
             qsum[at] = total;
             xo[at] = d[at] * (float)total;
-            if (WOQ_SIMD)
+            if (centred)
                 for (int half = 0; half < 2; half++) six[2 * at + half] = six_centre(&q[at * GROUP], half);
         }
     }
@@ -938,7 +939,9 @@ extern "C" {
 int woq_linear(const float* x, int64_t batch, const Job* jobs, int count, float* out, int64_t out_cols, int threads) {
     for (int j = 0; j < count; j++)
         if (!known(jobs[j].layout, jobs[j].mode, jobs[j].groups) || jobs[j].groups != jobs[0].groups) return -1;
-    const Activations a(x, batch, jobs[0].groups, threads);
+    bool six = false;
+    for (int j = 0; j < count; j++) six = six || jobs[j].layout == SIX_BITS;
+    const Activations a(x, batch, jobs[0].groups, threads, WOQ_SIMD && six);
 #pragma omp parallel num_threads(threads)
     {
         for (int j = 0; j < count; j++) {
