@@ -16,13 +16,17 @@ after the cursor: "psm" with little to re-prefill). :data:`PROMPT_LAYOUTS` names
 Every part is tokenized on its own and the ids concatenated, so each part's count is exact and adding a
 character at the cursor changes only the tail of the prefix: the context sections and the head of the prefix
 keep their token ids and the decoder's KV prefix reuse hits. For that the prefix starts on a line whose number
-is a multiple of ``PromptBudget.snap_lines`` (the start moves only every few lines of typing), and room the
-prefix and suffix leave unused reaches the context in steps of ``PromptBudget.context_quantum`` tokens.
+is a multiple of ``PromptBudget.snap_lines`` (the start moves only every few lines of typing), and room that an
+uncut prefix or suffix leaves unused reaches the context in steps of ``PromptBudget.context_quantum`` tokens
+(a cut one's slack does not: it changes as the user types, and the context, which comes first, would move).
 
-The prompt never exceeds ``PromptBudget.total``: the fixed tokens (special tokens, repo name, path) first; of
-the rest the prefix gets up to ``prefix_share`` (cut at its start, on a line boundary where possible), the
-suffix up to ``suffix_share`` (cut at its end), the context sections the remainder (best-scored snippets first,
-the last one cut at a line boundary).
+A document's earlier prompts can hold the prefix's start still for longer (``PromptInput.anchor_line``, kept by
+the daemon per document: ``context/anchors.py``; honoured by a builder made ``anchored``, the daemon's on a CPU,
+where a re-prefilled prefix costs seconds, while on a GPU it costs milliseconds and the longest prefix wins):
+the start stays on that line while the prefix fits, and when it must move it moves ahead of need, leaving
+``PromptBudget.headroom_share`` of the prefix free for the lines typed next. A prompt built in idle time
+(``PromptInput.settled``: the background prefill's) already moves it once less than
+``PromptBudget.settled_free_share`` is free, so that the re-prefill falls between keystrokes.
 """
 
 from __future__ import annotations
@@ -63,6 +67,8 @@ class PromptBudget:
     snap_lines: int = 8
     context_quantum: int = 128
     suffix_max: int | None = None  # at most this many suffix tokens (a short window after the cursor)
+    headroom_share: float = 0.3  # an anchored prefix's start, when it moves, leaves this share of its cap free
+    settled_free_share: float = 0.05  # in idle time it moves once less than this share is free (about a line)
 
     def __post_init__(self) -> None:
         if self.total <= 0 or self.snap_lines <= 0 or self.context_quantum <= 0:
@@ -71,6 +77,8 @@ class PromptBudget:
             raise ValueError("prompt budget: suffix_max must be >= 0")
         if not (self.prefix_share >= 0 and self.suffix_share >= 0 and self.prefix_share + self.suffix_share <= 1):
             raise ValueError("prompt budget: shares must be >= 0 and prefix_share + suffix_share <= 1")
+        if not 0 <= self.settled_free_share <= self.headroom_share < 1:
+            raise ValueError("prompt budget: 0 <= settled_free_share <= headroom_share < 1")
 
 
 @dataclass(frozen=True)
@@ -82,6 +90,8 @@ class PromptInput:
     offset: int
     repo_name: str = ""
     snippets: Sequence[Snippet] = ()
+    anchor_line: int | None = None  # the line this document's last prompt started its prefix on (None: stateless)
+    settled: bool = False  # built in idle time (background prefill): an anchored start may move ahead of need
 
 
 @dataclass(frozen=True)
@@ -96,6 +106,7 @@ class BuiltPrompt:
     counts: dict[str, int]  # tokens per part: header, context, prefix, suffix, total
     layout: Layout = "psm"
     healing: Healing | None = None
+    prefix_line: int = 0  # the line of the document the prefix starts on
 
     @property
     def healed_text(self) -> str:
@@ -111,6 +122,7 @@ class PromptTooSmall(ValueError):
 class _Fitted:
     ids: list[int]
     text: str
+    start: int = 0  # where ``text`` starts in the text it was cut from
 
 
 class PromptBuilder:
@@ -123,6 +135,7 @@ class PromptBuilder:
         layout: Layout = "psm",
         heal: bool = False,
         cache_size: int = 256,
+        anchored: bool = False,
     ) -> None:
         if layout not in _LAYOUTS:
             raise ValueError(f"unknown prompt layout {layout!r}; known: {', '.join(_LAYOUTS)}")
@@ -130,6 +143,7 @@ class PromptBuilder:
         self.budget = budget or PromptBudget()
         self.layout: Layout = layout
         self.heal = heal
+        self.anchored = anchored  # honour PromptInput.anchor_line (where a moved prompt head costs seconds: a CPU)
         self._special = {name: _special_id(tokenizer, name) for name in SPECIAL_TOKENS}
         self._cache: OrderedDict[str, list[int]] = OrderedDict()
         self._cache_size = cache_size
@@ -167,13 +181,18 @@ class PromptBuilder:
         suffix_cap = int(available * budget.suffix_share)
         if budget.suffix_max is not None:
             suffix_cap = min(suffix_cap, budget.suffix_max)
-        prefix = self._fit_prefix(request.text[:offset], prefix_cap)
+        before = request.text[:offset]
+        prefix = self._anchored_prefix(before, prefix_cap, request)
         suffix = self._fit_suffix(request.text[offset:], suffix_cap)
+        unused = (prefix_cap - len(prefix.ids) if prefix.start == 0 else 0) + (
+            suffix_cap - len(suffix.ids) if len(suffix.text) == len(request.text) - offset else 0
+        )
+        prefix_line = before.count("\n", 0, prefix.start)
         healing = None
         if self.heal:
             healing = heal_ids(self.tokenizer, prefix.ids)
-            prefix = _Fitted(list(healing.kept_ids or ()), prefix.text[: len(prefix.text) - len(healing.removed_text)])
-        unused = prefix_cap - len(prefix.ids) + suffix_cap - len(suffix.ids)
+            kept_text = prefix.text[: len(prefix.text) - len(healing.removed_text)]
+            prefix = _Fitted(list(healing.kept_ids or ()), kept_text, prefix.start)
         context_cap = available - prefix_cap - suffix_cap + unused // budget.context_quantum * budget.context_quantum
         sections, context_ids = self._fit_sections(request.snippets, context_cap)
         parts = _Parts(header, context_ids, file_header, prefix.ids, suffix.ids, self._special)
@@ -185,31 +204,56 @@ class PromptBuilder:
             "suffix": len(suffix.ids),
             "total": len(ids),
         }
-        return BuiltPrompt(ids, suffix.ids, prefix.text, suffix.text, sections, counts, self.layout, healing)
+        return BuiltPrompt(
+            ids, suffix.ids, prefix.text, suffix.text, sections, counts, self.layout, healing, prefix_line
+        )
 
     def _header(self, repo_name: str) -> list[int]:
         if not repo_name:
             return []
         return [self._special["<|repo_name|>"], *self._encode_cached(repo_name + "\n")]
 
-    def _fit_prefix(self, text: str, cap: int) -> _Fitted:
-        """The longest tail of ``text`` within ``cap`` tokens, starting on a snapped line where possible."""
+    def _anchored_prefix(self, text: str, cap: int, request: PromptInput) -> _Fitted:
+        """The prefix within ``cap`` tokens: from ``request.anchor_line`` while that start is still good, else
+        from a start that leaves headroom; without an anchor, the longest snapped tail (:meth:`_fit_prefix`).
+
+        The anchor is good while the prefix from it fits (in idle time: leaving ``settled_free_share`` of
+        ``cap`` free) and is not much shorter than a moved one (the cursor has not moved up towards it)."""
+        if request.anchor_line is None or not self.anchored:
+            return self._fit_prefix(text, cap)
+        budget = self.budget
+        keep_free = int(cap * budget.settled_free_share) if request.settled else 0
+        headroom = int(cap * budget.headroom_share)
+        near = self._fit_prefix(text, cap - headroom, snap=False)
+        anchor = _nth_line_start(text, request.anchor_line)
+        if anchor is None or anchor == near.start:
+            return near
+        if anchor < self._fit_prefix(text, cap - keep_free, snap=False).start:
+            return near  # no longer fits
+        ids = self.encode(text[anchor:])
+        if len(ids) < cap - 2 * headroom:
+            return near  # the cursor moved up towards it: a start chosen now holds much more
+        return _Fitted(ids, text[anchor:], anchor)
+
+    def _fit_prefix(self, text: str, cap: int, snap: bool = True) -> _Fitted:
+        """The longest tail of ``text`` within ``cap`` tokens, starting on a line (``snap``: a snapped line where
+        possible; an anchored start needs no snapping to stay still)."""
         window_start = _line_start_at_or_after(text, max(0, len(text) - cap * CHARS_PER_TOKEN))
         if window_start == 0:
             ids = self.encode(text)
             if len(ids) <= cap:
-                return _Fitted(ids, text)
+                return _Fitted(ids, text, 0)
         window = text[window_start:]
         starts = self._offsets(window)
         first_line = text.count("\n", 0, window_start)
         line_starts = [window_start] + [window_start + i + 1 for i, c in enumerate(window) if c == "\n"]
         snapped = [p for n, p in enumerate(line_starts, first_line) if n % self.budget.snap_lines == 0]
-        for candidates in (snapped, line_starts):
+        for candidates in (snapped, line_starts) if snap else (line_starts,):
             fitted = self._first_fit(text, candidates, starts, window_start, cap)
             if fitted is not None:
                 return fitted
         token_starts = [window_start + s for s in starts]
-        return self._first_fit(text, token_starts, starts, window_start, cap) or _Fitted([], "")
+        return self._first_fit(text, token_starts, starts, window_start, cap) or _Fitted([], "", len(text))
 
     def _first_fit(
         self, text: str, candidates: list[int], starts: list[int], window_start: int, cap: int
@@ -221,7 +265,7 @@ class PromptBuilder:
                 continue
             ids = self.encode(text[position:])
             if len(ids) <= cap:
-                return _Fitted(ids, text[position:])
+                return _Fitted(ids, text[position:], position)
         return None
 
     def _fit_suffix(self, text: str, cap: int) -> _Fitted:
@@ -282,6 +326,19 @@ class PromptBuilder:
 
 def _with_text(snippet: Snippet, text: str) -> Snippet:
     return Snippet(snippet.path, text, snippet.score, snippet.start_line)
+
+
+def _nth_line_start(text: str, line: int) -> int | None:
+    """Where line ``line`` (0-based) of ``text`` starts, or None if ``text`` has fewer lines."""
+    if line < 0:
+        return None
+    position = 0
+    for _ in range(line):
+        newline = text.find("\n", position)
+        if newline < 0:
+            return None
+        position = newline + 1
+    return position
 
 
 def _line_start_at_or_after(text: str, position: int) -> int:
@@ -347,7 +404,8 @@ def layout_budget(name: PromptLayout, total: int) -> tuple[Layout, PromptBudget]
     return order, PromptBudget(total=total, suffix_max=suffix_max)
 
 
-def layout_builder(tokenizer: Any, name: PromptLayout, total: int, heal: bool) -> PromptBuilder:
-    """The prompt builder of a named layout and budget: the daemon's and the benchmarks' (one construction)."""
+def layout_builder(tokenizer: Any, name: PromptLayout, total: int, heal: bool, anchored: bool = False) -> PromptBuilder:
+    """The prompt builder of a named layout and budget: the daemon's and the benchmarks' (one construction).
+    ``anchored``: prefixes follow their document's anchor (``PromptInput.anchor_line``)."""
     order, budget = layout_budget(name, total)
-    return PromptBuilder(tokenizer, budget, order, heal=heal)
+    return PromptBuilder(tokenizer, budget, order, heal=heal, anchored=anchored)

@@ -173,10 +173,11 @@ class ContextBuilder:
         token_budget: int = 1024,
         heal: bool = False,
         layout: PromptLayout = "psm",
+        anchored: bool = False,
     ) -> None:
         self.corpus = corpus
         self.tokenizer = tokenizer
-        self.prompt_builder = layout_builder(tokenizer, layout, token_budget, heal)
+        self.prompt_builder = layout_builder(tokenizer, layout, token_budget, heal, anchored)
         self.snippet_index = SnippetIndex()
         for f in corpus.files:
             self.snippet_index.add_document(f.path, f.text)

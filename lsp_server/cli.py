@@ -31,6 +31,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bench-oneshot": ("evaluation.commands.oneshot", "Lookahead against greedy, one `complete` process per run."),
     "bench-memory": ("evaluation.commands.memory", "The daemon's resident memory over rounds of documents."),
     "bench-idle": ("evaluation.commands.idle", "The idle daemon in a workspace with a virtualenv: CPU, watches."),
+    "bench-typing": ("evaluation.commands.typing", "Typing line after line: what each keystroke re-prefills."),
 }
 """Subcommand -> (module under ``lookahead_lsp``, help)."""
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from lookahead_lsp.context.prompt import PromptBuilder, PromptInput
+from lookahead_lsp.context.prompt import BuiltPrompt, PromptBuilder, PromptInput
 from lookahead_lsp.decoder.backend import Backend
 from lookahead_lsp.decoder.drafts import DraftSource
 from lookahead_lsp.lsp_server.config import Config
@@ -119,8 +119,11 @@ class Engine:
     def prompt_builder(self) -> PromptBuilder:
         return self.host.prompt_builder()
 
-    def prompt_input(self, path: Path, text: str, offset: int) -> PromptInput:
-        return self.workspace.prompt_input(path, text, offset)
+    def prompt_input(self, path: Path, text: str, offset: int, settled: bool = False) -> PromptInput:
+        return self.workspace.prompt_input(path, text, offset, settled)
+
+    def prompt_built(self, request: PromptInput, built: BuiltPrompt) -> None:
+        self.workspace.prompt_built(request, built)
 
     def draft_sources(self) -> list[DraftSource]:
         return self.workspace.draft_sources()

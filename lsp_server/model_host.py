@@ -241,13 +241,15 @@ class ModelHost:
         return self.config.prompt_settings(device)
 
     def prompt_builder(self) -> PromptBuilder:
-        """The prompt builder for the current tokenizer and budget (it caches snippet token ids)."""
+        """The prompt builder for the current tokenizer and budget (it caches snippet token ids). On a CPU its
+        prefixes follow their documents' anchors (``context/anchors.py``): a moved prompt head costs seconds."""
         slot = self._loaded_slot()
         layout, total = self.prompt_settings()
         key = (slot.generation, layout, total, self.config.local)
         if self._builder is None or self._builder[0] != key:
             heal = self.config.local  # remote engines cannot force the first tokens
-            builder = layout_builder(slot.loaded.tokenizer, layout, total, heal)  # type: ignore[arg-type]  # parsed
+            anchored = self.config.local and slot.loaded.device.type == "cpu"
+            builder = layout_builder(slot.loaded.tokenizer, layout, total, heal, anchored)  # type: ignore[arg-type]
             self._builder = (key, builder)
         return self._builder[1]
 

@@ -55,8 +55,13 @@ class CompletionEngine(Protocol):
 
     def prompt_builder(self) -> PromptBuilder: ...
 
-    def prompt_input(self, path: Path, text: str, offset: int) -> PromptInput:
-        """The prompt's input at a cursor: the path as the prompt names it, the repository, the snippets."""
+    def prompt_input(self, path: Path, text: str, offset: int, settled: bool = False) -> PromptInput:
+        """The prompt's input at a cursor: the path as the prompt names it, the repository, the snippets and
+        the document's anchor (``settled``: built in idle time, so its slow parts may be chosen again)."""
+        ...
+
+    def prompt_built(self, request: PromptInput, built: BuiltPrompt) -> None:
+        """``built`` is the prompt of ``request``: the document's next prompt starts from it."""
         ...
 
     def draft_sources(self) -> list[DraftSource]:
@@ -196,16 +201,19 @@ def complete(
     return Completion(snapshot.request_id, snapshot, edit, result.token_ids, result.stats, clock.total())
 
 
-def prompt_for(snapshot: Snapshot, engine: CompletionEngine) -> BuiltPrompt:
-    """The prompt at ``snapshot`` (the same for a completion and for its background prefill)."""
-    prompt_input = engine.prompt_input(snapshot.path, snapshot.doc.text, snapshot.offset)
-    return engine.prompt_builder().build(prompt_input)
+def prompt_for(snapshot: Snapshot, engine: CompletionEngine, settled: bool = False) -> BuiltPrompt:
+    """The prompt at ``snapshot`` (the same for a completion and for its background prefill, which builds it
+    ``settled``: in idle time, when the prompt's slow parts may move), remembered as its document's anchor."""
+    prompt_input = engine.prompt_input(snapshot.path, snapshot.doc.text, snapshot.offset, settled)
+    built = engine.prompt_builder().build(prompt_input)
+    engine.prompt_built(prompt_input, built)
+    return built
 
 
 def warm(snapshot: Snapshot, engine: CompletionEngine, cancel: CancelToken) -> Warmed:
     """Prefill the prompt at ``snapshot`` in idle time; stops between two layers once ``cancel`` is set."""
     started = time.perf_counter()
-    built = prompt_for(snapshot, engine)
+    built = prompt_for(snapshot, engine, settled=True)
     prefilled = None if cancel.cancelled else engine.backend().warm(built.token_ids, cancel)
     ms = (time.perf_counter() - started) * 1000.0
     doc = snapshot.doc

@@ -243,6 +243,7 @@ class LookaheadServer(LanguageServer):
         self._ids = itertools.count(1)
         self._jobs_by_message: dict[Any, str] = {}
         self.cursors: dict[str, int] = {}  # the last known cursor offset per document URI
+        self.active_uri: str | None = None  # the document last typed or completed in (the KV cache is its)
         self._settle: dict[str, asyncio.TimerHandle] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopper: threading.Thread | None = None  # stops the worker and the engine (begun by shutdown)
@@ -373,6 +374,7 @@ class LookaheadServer(LanguageServer):
         if doc is not None:
             if before is not None:
                 self.cursors[doc.uri] = pipeline.edit_end(before.text, doc.text)
+                self.active_uri = doc.uri
                 self._stop_stale_continuation(doc)
             self._document_changed(doc)
 
@@ -415,11 +417,13 @@ class LookaheadServer(LanguageServer):
         self._settle[uri] = loop.call_later(SETTLE_S, self._settled, uri)
 
     def _context_changed(self, path: Path) -> None:
-        """Another file's text reached the snippet index: the open documents' prompts may have changed."""
-        for uri in list(self.cursors):
-            doc = self.documents.get(uri)
-            if doc is not None and doc.path != path:
-                self.settle_later(uri)
+        """Another file's text reached the snippet index: the active document's prompt may have changed. Only
+        its own: the model has one KV cache, and prefilling another open document's prompt would evict the
+        one the user is typing in (its next keystroke would re-prefill the whole prompt)."""
+        uri = self.active_uri
+        doc = self.documents.get(uri) if uri is not None and uri in self.cursors else None
+        if uri is not None and doc is not None and doc.path != path:
+            self.settle_later(uri)
 
     def _settled(self, uri: str) -> None:
         self._settle.pop(uri, None)
@@ -451,6 +455,7 @@ class LookaheadServer(LanguageServer):
             self.book.count("invalid" if self.config.enabled else "disabled")
             return None
         self.cursors[uri] = offset
+        self.active_uri = uri
         self.settle_later(uri)
         held = self.held.answer(doc, offset)
         if held is not None:

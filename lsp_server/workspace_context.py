@@ -17,8 +17,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from lookahead_lsp.context.prompt import PromptInput
-from lookahead_lsp.context.snippets import SnippetIndex
+from lookahead_lsp.context.anchors import PromptAnchors
+from lookahead_lsp.context.prompt import BuiltPrompt, PromptInput
+from lookahead_lsp.context.snippets import Snippet, SnippetIndex
 from lookahead_lsp.context.workspace import WorkspaceConfig
 from lookahead_lsp.context.workspace_index import WorkspaceIndex
 from lookahead_lsp.decoder.drafts import DraftSource
@@ -102,6 +103,7 @@ class WorkspaceContext:
         self.on_context_change: Callable[[Path], None] | None = None  # another file's text reached the indexes
         self._index: WorkspaceIndex | None = None
         self._snippets = SnippetIndex()
+        self._anchors = PromptAnchors()
         self._snippet_lock = threading.Lock()
         self._open_paths: set[Path] = set()
         self._lock = threading.Lock()
@@ -120,16 +122,24 @@ class WorkspaceContext:
                 return path.relative_to(root).as_posix()
         return path.name
 
-    def prompt_input(self, path: Path, text: str, offset: int) -> PromptInput:
-        """The prompt's input for a cursor in ``path``: its name, the repository and the context snippets.
+    def prompt_input(self, path: Path, text: str, offset: int, settled: bool = False) -> PromptInput:
+        """The prompt's input for a cursor in ``path``: its name, the repository, the context snippets and the
+        document's anchor (``context/anchors.py``: a keystroke keeps its last prompt's snippets and prefix
+        start; ``settled``, a prompt built in idle time, ranks the snippets again).
 
         The snippets are ranked against the code before the cursor's block of lines
-        (``context/snippets.py: query_window``): typing on a line keeps the same snippets, so the context part
-        of the prompt stays in the KV cache."""
+        (``context/snippets.py: query_window``)."""
         name = self.prompt_path(path)
-        with self._snippet_lock:
-            snippets = self._snippets.query_at(text, offset, exclude_path=name)
-        return PromptInput(path=name, text=text, offset=offset, repo_name=self.repo_name, snippets=snippets)
+
+        def query() -> list[Snippet]:
+            with self._snippet_lock:
+                return self._snippets.query_at(text, offset, exclude_path=name)
+
+        return self._anchors.input_for(name, text, offset, self.repo_name, settled, query)
+
+    def prompt_built(self, request: PromptInput, built: BuiltPrompt) -> None:
+        """``built`` is the prompt of ``request``: its document's next prompt starts from it."""
+        self._anchors.remember(request, built)
 
     def draft_sources(self) -> list[DraftSource]:
         """The workspace index as a draft source once it is built (nothing before)."""
@@ -152,6 +162,7 @@ class WorkspaceContext:
             text = None  # too large to index: treated as closed
         if text is None:
             self._open_paths.discard(path)
+            self._anchors.forget(self.prompt_path(path))
         else:
             self._open_paths.add(path)
         self._updates.put(path, text)

@@ -19,6 +19,11 @@ def builder(tokenizer: Any) -> PromptBuilder:
     return PromptBuilder(tokenizer, PromptBudget(total=600))
 
 
+@pytest.fixture(scope="module")
+def anchored(tokenizer: Any) -> PromptBuilder:
+    return PromptBuilder(tokenizer, PromptBudget(total=600), anchored=True)
+
+
 def snippet(path: str, text: str, score: float, line: int = 0) -> Snippet:
     return Snippet(path, text, score, line)
 
@@ -156,3 +161,104 @@ def test_never_over_budget(
     fixed = built.counts["header"]
     assert built.counts["prefix"] <= int((total - fixed) * prefix_share)
     assert built.counts["suffix"] <= int((total - fixed) * suffix_share)
+
+
+def _shared(a: list[int], b: list[int]) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def _line_ends(text: str, first: int, last: int) -> list[int]:
+    """Offsets of the ends of lines ``first .. last - 1`` (before their newline)."""
+    ends = [i for i, c in enumerate(text) if c == "\n"]
+    return ends[first:last]
+
+
+def test_an_anchored_prefix_start_stays_while_it_fits_then_moves_ahead_of_need(
+    anchored: PromptBuilder, builder: PromptBuilder
+) -> None:
+    """Typing line after line: the stateless start moves every few lines; the anchored one stays on its line
+    until the prefix no longer fits, then moves so that a share of the cap is free (fewer moves), and every
+    prompt stays within the budget."""
+    cap = int((600 - anchored.build(PromptInput("m.py", SOURCE, 0)).counts["header"]) * anchored.budget.prefix_share)
+    anchor: int | None = None
+    anchored_starts, stateless_starts = [], []
+    for end in _line_ends(SOURCE, 200, 320):
+        stateless = builder.build(PromptInput("m.py", SOURCE, end))
+        built = anchored.build(PromptInput("m.py", SOURCE, end, anchor_line=anchor))
+        assert built.counts["total"] <= 600 and built.counts["prefix"] <= cap
+        assert SOURCE[:end].endswith(built.prefix_text)
+        assert SOURCE.count("\n", 0, end - len(built.prefix_text)) == built.prefix_line
+        if anchor is not None and built.prefix_line != anchor:  # moved: only because the old start overflowed
+            whole = SOURCE[:end]
+            from_anchor = whole[sum(len(x) + 1 for x in whole.split("\n")[:anchor]) :]
+            assert len(anchored.encode(from_anchor)) > cap
+            assert built.counts["prefix"] <= cap - int(cap * anchored.budget.headroom_share)
+        anchor = built.prefix_line
+        anchored_starts.append(built.prefix_line)
+        stateless_starts.append(stateless.prefix_line)
+    moves = sum(a != b for a, b in zip(anchored_starts, anchored_starts[1:], strict=False))
+    stateless_moves = sum(a != b for a, b in zip(stateless_starts, stateless_starts[1:], strict=False))
+    assert 0 < moves < stateless_moves
+
+
+def test_a_settled_prompt_moves_a_nearly_full_prefix_that_a_keystroke_keeps(anchored: PromptBuilder) -> None:
+    cap = int((600 - anchored.build(PromptInput("m.py", SOURCE, 0)).counts["header"]) * anchored.budget.prefix_share)
+    anchor: int | None = None
+    for end in _line_ends(SOURCE, 200, 320):  # find a line where the anchored prefix is nearly full
+        built = anchored.build(PromptInput("m.py", SOURCE, end, anchor_line=anchor))
+        anchor = built.prefix_line
+        if built.counts["prefix"] > cap - int(cap * anchored.budget.settled_free_share):
+            break
+    else:
+        pytest.fail("no nearly full prefix in 120 lines")
+    keystroke = anchored.build(PromptInput("m.py", SOURCE, end, anchor_line=anchor))
+    settled = anchored.build(PromptInput("m.py", SOURCE, end, anchor_line=anchor, settled=True))
+    assert keystroke.prefix_line == anchor and keystroke.token_ids == built.token_ids
+    assert settled.prefix_line > anchor
+    assert settled.counts["prefix"] <= cap - int(cap * anchored.budget.headroom_share)
+    # the next keystroke keeps the settled start: what the pause prefilled is the head of its prompt
+    nxt = anchored.build(PromptInput("m.py", SOURCE, end + 1, anchor_line=settled.prefix_line))
+    assert nxt.prefix_line == settled.prefix_line
+    assert _shared(settled.token_ids, nxt.token_ids) >= len(settled.token_ids) - settled.counts["suffix"] - 3
+
+
+def test_an_anchor_below_the_cursor_or_past_the_text_gives_a_fresh_start(anchored: PromptBuilder) -> None:
+    end = _line_ends(SOURCE, 300, 301)[0]
+    fresh = anchored.build(PromptInput("m.py", SOURCE, end, anchor_line=10_000))
+    moved_up = anchored.build(PromptInput("m.py", SOURCE, end, anchor_line=298))
+    assert fresh.prefix_line == moved_up.prefix_line < 298
+    assert fresh.counts["prefix"] >= anchored.build(PromptInput("m.py", SOURCE, end)).counts["prefix"] * 0.6
+
+
+def test_context_room_comes_only_from_an_uncut_prefix(tokenizer: Any) -> None:
+    """The cut prefix's slack (which changes as the user types) lends the context nothing; an uncut one does."""
+    body = "".join(f"value_{i} = compute({i})\n" for i in range(200))
+    snippets = [snippet("lib.py", body, 9.0)]
+    builder = PromptBuilder(tokenizer, PromptBudget(total=600, context_quantum=16, snap_lines=16))
+    short = "x = 1\n"
+    small = builder.build(PromptInput("cur.py", short, len(short), snippets=snippets))
+    available = 600 - small.counts["header"]
+    prefix_cap = int(available * builder.budget.prefix_share)
+    suffix_cap = int(available * builder.budget.suffix_share)
+    for lines in range(100, 140):  # a text whose snapped prefix leaves slack
+        text = "".join(f"result_{i} = transform(value_{i}, factor={i})\n" for i in range(lines))
+        cut = builder.build(PromptInput("cur.py", text, len(text), snippets=snippets))
+        if prefix_cap - cut.counts["prefix"] >= 32:
+            break
+    else:
+        pytest.fail("no text left slack")
+    assert cut.prefix_line > 0 and small.counts["context"] > cut.counts["context"]
+    lent = suffix_cap // 16 * 16  # ... but only the whole (empty) suffix lends its room
+    assert cut.counts["context"] <= available - prefix_cap - suffix_cap + lent
+
+
+def test_a_builder_not_anchored_ignores_anchors(builder: PromptBuilder) -> None:
+    end = _line_ends(SOURCE, 300, 301)[0]
+    stateless = builder.build(PromptInput("m.py", SOURCE, end))
+    for line in (0, stateless.prefix_line - 3, 10_000):
+        assert builder.build(PromptInput("m.py", SOURCE, end, anchor_line=line, settled=True)) == stateless

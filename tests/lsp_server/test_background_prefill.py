@@ -70,6 +70,40 @@ def test_keystroke_after_background_prefill_prefills_a_short_tail(server: LspCli
     assert stats["promptTokens"] > 500 and stats["prefilledTokens"] <= 4, stats
 
 
+def test_typing_line_after_line_pays_for_a_moved_prompt_head_in_the_pauses(server: LspClient) -> None:
+    """Lines typed one after another, a pause after each: the prompt's prefix outgrows its start every few
+    lines, and each move re-prefills the whole prefix. The document's anchor (``context/anchors.py``) keeps the
+    start while the prefix fits and moves it ahead of need in the pauses' background prefill, so no keystroke
+    pays for a moved head. Another open document with a cursor is not prefilled when this one's text reaches
+    the snippet index: that would evict this one's prompt from the one KV cache."""
+    other = "file:///tmp/lookahead-warm/other_tab.py"
+    other_text = LINES[20_000:24_000] + "def volume(a, b, c):\n    return "
+    server.open(other, other_text)
+    before = len(server.notifications)
+    server.inline(other, *_end_of(other_text))  # a cursor there: it was the active document
+    server.wait_notification(STATS, after=before)
+    uri = "file:///tmp/lookahead-warm/lines.py"
+    text = LINES[:20_000]
+    server.open(uri, text)
+    version, keystrokes, pauses = 1, [], []
+    for k in range(16):
+        line, character = _end_of(text)
+        typed = f"\ndef g_{k}(y):" if k % 2 == 0 else f"\n    return y * {k} - {k % 5}\n"
+        runs = _totals(server).get("warmRuns", 0)
+        version += 1
+        _insert(server, uri, version, line, character, typed)
+        text += typed
+        before = len(server.notifications)
+        server.inline(uri, *_end_of(text))
+        keystrokes.append(server.wait_notification(STATS, after=before)["prefilledTokens"])
+        pauses.append(_wait_warm(server, runs + 1)["prefilledTokens"])
+        if k % 4 == 3:  # a longer pause: the text rests and reaches the snippet index (a context change)
+            time.sleep(UPDATE_DELAY_S + SETTLE_S + 0.5)
+    print(f"keystrokes prefilled {keystrokes}, pauses {pauses}")
+    assert max(keystrokes[1:]) <= 40, keystrokes  # a typed line and the healed tail, never the whole prefix
+    assert max(pauses) > 100, pauses  # the prefix's start moved in a pause
+
+
 def test_real_request_preempts_a_long_background_prefill(server: LspClient) -> None:
     server.notify("workspace/didChangeConfiguration", {"settings": {"lookahead": {"tokenBudget": 32768}}})
     big = "file:///tmp/lookahead-warm/big.py"

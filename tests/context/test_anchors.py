@@ -1,0 +1,58 @@
+"""context/anchors.py: a document's keystrokes keep its last prompt's snippets and prefix line; idle re-chooses."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lookahead_lsp.context.anchors import PromptAnchors
+from lookahead_lsp.context.prompt import PromptBudget, PromptBuilder
+from lookahead_lsp.context.snippets import Snippet
+
+SOURCE = "".join(f"def f{i}(x):\n    return x + {i}\n\n" for i in range(200))
+
+
+class Query:
+    """A snippet query that counts its calls and answers what it is told."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.answer = [Snippet("lib.py", "def helper(x):\n    return x * 2\n", 3.0, 0)]
+
+    def __call__(self) -> list[Snippet]:
+        self.calls += 1
+        return list(self.answer)
+
+
+def test_keystrokes_keep_the_snippets_and_line_a_settled_prompt_chooses_again(tokenizer: Any) -> None:
+    builder = PromptBuilder(tokenizer, PromptBudget(total=600))
+    anchors, query = PromptAnchors(), Query()
+    offset = SOURCE.index("return x + 150")
+    first = anchors.input_for("m.py", SOURCE, offset, "demo", False, query)
+    assert query.calls == 1 and first.anchor_line is None  # no anchor yet: a fresh, stateless prompt
+    built = builder.build(first)
+    anchors.remember(first, built)
+
+    query.answer = [Snippet("other.py", "def other():\n    pass\n", 9.0, 0)]
+    key = anchors.input_for("m.py", SOURCE, offset + 1, "demo", False, query)
+    assert query.calls == 1  # a keystroke does not rank the snippets again
+    assert list(key.snippets) == list(first.snippets) and key.anchor_line == built.prefix_line
+    assert not key.settled
+
+    settled = anchors.input_for("m.py", SOURCE, offset + 1, "demo", True, query)
+    assert query.calls == 2 and [s.path for s in settled.snippets] == ["other.py"] and settled.settled
+    assert settled.anchor_line == built.prefix_line
+
+    other = anchors.input_for("n.py", SOURCE, offset, "demo", False, query)
+    assert other.anchor_line is None and query.calls == 3  # anchors are per document
+    anchors.forget("m.py")
+    assert anchors.input_for("m.py", SOURCE, offset, "demo", False, query).anchor_line is None
+
+
+def test_only_the_most_recent_documents_keep_anchors(tokenizer: Any) -> None:
+    builder = PromptBuilder(tokenizer, PromptBudget(total=600))
+    anchors, query = PromptAnchors(max_documents=2), Query()
+    for name in ("a.py", "b.py", "c.py"):
+        request = anchors.input_for(name, SOURCE, 100, "", False, query)
+        anchors.remember(request, builder.build(request))
+    assert anchors.input_for("a.py", SOURCE, 100, "", False, query).anchor_line is None
+    assert anchors.input_for("c.py", SOURCE, 100, "", False, query).anchor_line == 0
