@@ -27,6 +27,11 @@ the start stays on that line while the prefix fits, and when it must move it mov
 ``PromptBudget.headroom_share`` of the prefix free for the lines typed next. A prompt built in idle time
 (``PromptInput.settled``: the background prefill's) already moves it once less than
 ``PromptBudget.settled_free_share`` is free, so that the re-prefill falls between keystrokes.
+
+The prompt never exceeds ``PromptBudget.total``: the fixed tokens (special tokens, repo name, path) first; of
+the rest the prefix gets up to ``prefix_share`` (cut at its start, on a line boundary where possible), the
+suffix up to ``suffix_share`` (cut at its end), the context sections the remainder (best-scored snippets first,
+the last one cut at a line boundary).
 """
 
 from __future__ import annotations
