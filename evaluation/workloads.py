@@ -157,14 +157,18 @@ def default_corpus_root() -> Path:
 
 
 def describe_corpus(root: Path) -> str:
-    """``name version`` when ``root`` is an installed package, else the directory's name."""
-    top_level = root.resolve().name
+    """``name version`` when ``root`` is an installed package (that very directory, not a source tree of the
+    same name, such as an unpacked sdist, whose version may differ), else the directory's name."""
+    resolved = root.resolve()
+    top_level = resolved.name
     distributions = metadata.packages_distributions().get(top_level, [])
     for dist_name in distributions:
         try:
-            return f"{dist_name} {metadata.version(dist_name)}"
+            installed = Path(str(metadata.distribution(dist_name).locate_file(top_level))).resolve()
         except metadata.PackageNotFoundError:
             continue
+        if installed == resolved:
+            return f"{dist_name} {metadata.version(dist_name)}"
     return top_level
 
 

@@ -35,6 +35,16 @@ def test_default_corpus_is_a_named_installed_package(corpus: Corpus) -> None:
     assert all(not f.path.startswith("/") for f in corpus.files)
 
 
+def test_a_source_tree_named_like_an_installed_package_is_not_named_by_its_version(
+    corpus: Corpus, tmp_path: Path
+) -> None:
+    """An unpacked sdist's ``pathspec/`` may hold another version than the installed one: named by its folder."""
+    copy = tmp_path / "pathspec"
+    copy.mkdir()
+    (copy / "__init__.py").write_text("__version__ = '0.0.1'\n")
+    assert Corpus.load(copy).name == "pathspec" != corpus.name
+
+
 @pytest.mark.parametrize("workload", WORKLOADS)
 def test_same_seed_same_holes_other_seed_other_holes(corpus: Corpus, workload: str, holes) -> None:
     assert make_holes(corpus, workload, HOLES, seed=3) == holes[workload]
