@@ -229,16 +229,13 @@ class PromptBuilder:
         budget = self.budget
         keep_free = int(cap * budget.settled_free_share) if request.settled else 0
         headroom = int(cap * budget.headroom_share)
-        near = self._fit_prefix(text, cap - headroom, snap=False)
         anchor = _nth_line_start(text, request.anchor_line)
-        if anchor is None or anchor == near.start:
-            return near
-        if anchor < self._fit_prefix(text, cap - keep_free, snap=False).start:
-            return near  # no longer fits
-        ids = self.encode(text[anchor:])
-        if len(ids) < cap - 2 * headroom:
-            return near  # the cursor moved up towards it: a start chosen now holds much more
-        return _Fitted(ids, text[anchor:], anchor)
+        if anchor is not None:
+            ids = self.encode(text[anchor:])
+            # it fits, and the cursor has not moved up towards it (a start chosen now would hold much more)
+            if cap - 2 * headroom <= len(ids) <= cap - keep_free:
+                return _Fitted(ids, text[anchor:], anchor)
+        return self._fit_prefix(text, cap - headroom, snap=False)
 
     def _fit_prefix(self, text: str, cap: int, snap: bool = True) -> _Fitted:
         """The longest tail of ``text`` within ``cap`` tokens, starting on a line (``snap``: a snapped line where
