@@ -422,8 +422,8 @@ class LookaheadServer(LanguageServer):
         one the user is typing in (its next keystroke would re-prefill the whole prompt)."""
         uri = self.active_uri
         doc = self.documents.get(uri) if uri is not None and uri in self.cursors else None
-        if uri is not None and doc is not None and doc.path != path:
-            self.settle_later(uri)
+        if doc is not None and doc.path != path:
+            self.settle_later(doc.uri)
 
     def _settled(self, uri: str) -> None:
         self._settle.pop(uri, None)
