@@ -32,6 +32,7 @@ from lookahead_lsp.context.snippets import Snippet
 from lookahead_lsp.decoder.greedy import GreedyDecoder
 from lookahead_lsp.decoder.kv import common_prefix_len
 from lookahead_lsp.decoder.runtime.model import stop_token_ids
+from lookahead_lsp.evaluation.report import markdown_table
 from lookahead_lsp.evaluation.speed import ContextBuilder
 from lookahead_lsp.evaluation.workloads import SourceFile
 from lookahead_lsp.lsp_server.completion import Cursor, Limits, decode_completion, plan_completion
@@ -195,6 +196,4 @@ def merge(drifts: list[Drift]) -> Drift:
 
 def markdown(rows: list[Drift]) -> str:
     """The modes as a markdown table."""
-    lines = ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
-    lines += ["| " + " | ".join(d.row()) + " |" for d in rows]
-    return "\n".join(lines)
+    return markdown_table(HEADER, [d.row() for d in rows])
