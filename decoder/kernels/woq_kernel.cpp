@@ -803,41 +803,42 @@ static inline void six_dots(const uint8_t* p, const uint8_t* c, const int8_t* q,
 }
 #endif
 
-// the scales and offsets of the tile-group at p, group g of its tile (not Q6_K: its sub-block scales are integers
-// in its dots); a K-quant's from its super-block's d and -dmin, in `super` (read at the super-block's first group)
-static inline void group_scales(const Tiled& w, const uint8_t* p, int64_t g, F8* super, F8* s, F8* o) {
-    if (w.mode != K_QUANT) {
+// the scales and offsets of the tile-group at p (not Q6_K: its sub-block scales are integers in its dots); a
+// K-quant's from its super-block's d and -dmin
+static inline void group_scales(const Tiled& w, const uint8_t* p, F8 d_super, F8 min_super, F8* s, F8* o) {
+    if (w.mode == K_QUANT)
+        k_scales(p, d_super, min_super, s, o);
+    else
         scales8(w.mode, w.zero, p, s, o);
-        return;
-    }
-    if (g % SUPER == 0) {
-        super[0] = super_scales(p, w.block, K_D_AT);
-        super[1] = super_scales(p, w.block, K_MIN_AT);
-    }
-    k_scales(p, super[0], super[1], s, o);
 }
 
-// every group's scales and offsets of tile t (not Q6_K), as group_scales: s and o of group g at 2g, 2g + 1
+// every group's scales and offsets of tile t (not Q6_K), as block decodes them: s and o of group g at 2g, 2g + 1
 static void tile_group_scales(const Tiled& w, int64_t t, F8* out) {
-    F8 super[2] = {f_zero(), f_zero()};
-    for (int64_t g = 0; g < w.groups; g++)
-        group_scales(w, w.data + (t * w.groups + g) * w.block, g, super, &out[2 * g], &out[2 * g + 1]);
+    F8 d_super = f_zero(), min_super = f_zero();
+    for (int64_t g = 0; g < w.groups; g++) {
+        const uint8_t* p = w.data + (t * w.groups + g) * w.block;
+        if (g % SUPER == 0 && w.mode == K_QUANT) {
+            d_super = super_scales(p, w.block, K_D_AT);
+            min_super = super_scales(p, w.block, K_MIN_AT);
+        }
+        group_scales(w, p, d_super, min_super, &out[2 * g], &out[2 * g + 1]);
+    }
 }
 
-// tile t of the weight against rows m0 .. m0 + MT - 1 of the pass; `scales`: the tile's from tile_group_scales,
-// or null (decoded here)
-template <int LAYOUT, int MT>
+// tile t of the weight against rows m0 .. m0 + MT - 1 of the pass; KEPT: its scales and offsets are read from
+// `scales` (tile_group_scales), else decoded here (a compile-time choice: a one-token pass's loop is unchanged)
+template <int LAYOUT, int MT, bool KEPT>
 __attribute__((noinline)) static void block(const Tiled& w, int64_t t, const Activations& a, int64_t m0,
                                             const F8* scales) {
     const int64_t G = w.groups, head = scale_bytes(w.mode);
     F8 acc[MT];
     for (int m = 0; m < MT; m++) acc[m] = f_zero();
-    F8 super[2] = {f_zero(), f_zero()};  // K-quants, Q6_K: the rows' d (and -dmin) of the current super-block
+    F8 d_super = f_zero(), min_super = f_zero();  // K-quants, Q6_K: the rows' values of the current super-block
     for (int64_t g = 0; g < G; g++) {
         const uint8_t* p = w.data + (t * G + g) * w.block;
+#if WOQ_SIMD
         // rows of a few hundred bytes are too short for the hardware's stream prefetchers to ramp up; 16 blocks
         // (3-4 KB) ahead: at 8 rows a block takes long enough that 4 ahead arrived late
-#if WOQ_SIMD
         for (int64_t ahead = 0; ahead < w.block; ahead += 64)
             _mm_prefetch((const char*)(p + PREFETCH_BLOCKS * w.block + ahead), _MM_HINT_T0);
 #elif WOQ_NEON
@@ -845,18 +846,21 @@ __attribute__((noinline)) static void block(const Tiled& w, int64_t t, const Act
 #endif
         const int64_t at = a.index(m0, g);  // row m0's group g; row m0 + m's is m after it (its block's MT rows)
         I8 dot[MT];
+        if (g % SUPER == 0 && (LAYOUT == SIX_BITS || (!KEPT && w.mode == K_QUANT))) {
+            d_super = super_scales(p, w.block, LAYOUT == SIX_BITS ? SIX_D_AT : K_D_AT);
+            if (LAYOUT != SIX_BITS) min_super = super_scales(p, w.block, K_MIN_AT);
+        }
         if constexpr (LAYOUT == SIX_BITS) {
-            if (g % SUPER == 0) super[0] = super_scales(p, w.block, SIX_D_AT);
             six_dots<MT>(p, p + head, &a.q[at * GROUP], WOQ_SIMD ? a.six.data() + 2 * at : nullptr, dot);
-            for (int m = 0; m < MT; m++) acc[m] = f_scaled(acc[m], dot[m], super[0], a.d[at + m]);
+            for (int m = 0; m < MT; m++) acc[m] = f_scaled(acc[m], dot[m], d_super, a.d[at + m]);
         } else {
             group_dots<LAYOUT, MT>(p + head, &a.q[at * GROUP], &a.qsum[at], dot);
             F8 s, o;
-            if (scales) {
+            if constexpr (KEPT) {
                 s = scales[2 * g];
                 o = scales[2 * g + 1];
             } else {
-                group_scales(w, p, g, super, &s, &o);
+                group_scales(w, p, d_super, min_super, &s, &o);
             }
             for (int m = 0; m < MT; m++) acc[m] = f_step(acc[m], dot[m], s, a.d[at + m], o, a.xo[at + m]);
         }
@@ -864,20 +868,21 @@ __attribute__((noinline)) static void block(const Tiled& w, int64_t t, const Act
     store_block<MT>(w, t, acc, m0);
 }
 
-// tiles t0 .. t1 - 1 of the weight against rows m0 .. m0 + ROW_TILE - 1 (or the rest of the rows) of the pass
-template <int LAYOUT>
+// tiles t0 .. t1 - 1 of the weight against rows m0 .. m0 + ROW_TILE - 1 (or the rest of the rows) of the pass;
+// KEPT: with their scales and offsets in `scales`, tile by tile (weight_tiles)
+template <int LAYOUT, bool KEPT>
 static inline void row_block(const Tiled& w, int64_t t0, int64_t t1, const Activations& a, int64_t m0, const F8* scales) {
     for (int64_t t = t0; t < t1; t++) {
-        const F8* s = scales ? scales + 2 * w.groups * (t - t0) : nullptr;
+        const F8* s = KEPT ? scales + 2 * w.groups * (t - t0) : nullptr;
         switch (a.batch - m0 < ROW_TILE ? a.batch - m0 : ROW_TILE) {  // the rest: the same arithmetic per row
-            case ROW_TILE: block<LAYOUT, ROW_TILE>(w, t, a, m0, s); break;
-            case 7: block<LAYOUT, (7 < ROW_TILE ? 7 : 1)>(w, t, a, m0, s); break;
-            case 6: block<LAYOUT, (6 < ROW_TILE ? 6 : 1)>(w, t, a, m0, s); break;
-            case 5: block<LAYOUT, (5 < ROW_TILE ? 5 : 1)>(w, t, a, m0, s); break;
-            case 3: block<LAYOUT, 3>(w, t, a, m0, s); break;
-            case 2: block<LAYOUT, 2>(w, t, a, m0, s); break;
-            case 1: block<LAYOUT, 1>(w, t, a, m0, s); break;
-            default: block<LAYOUT, (4 < ROW_TILE ? 4 : 1)>(w, t, a, m0, s); break;  // 4 rows, ROW_TILE's above
+            case ROW_TILE: block<LAYOUT, ROW_TILE, KEPT>(w, t, a, m0, s); break;
+            case 7: block<LAYOUT, (7 < ROW_TILE ? 7 : 1), KEPT>(w, t, a, m0, s); break;
+            case 6: block<LAYOUT, (6 < ROW_TILE ? 6 : 1), KEPT>(w, t, a, m0, s); break;
+            case 5: block<LAYOUT, (5 < ROW_TILE ? 5 : 1), KEPT>(w, t, a, m0, s); break;
+            case 3: block<LAYOUT, 3, KEPT>(w, t, a, m0, s); break;
+            case 2: block<LAYOUT, 2, KEPT>(w, t, a, m0, s); break;
+            case 1: block<LAYOUT, 1, KEPT>(w, t, a, m0, s); break;
+            default: block<LAYOUT, (4 < ROW_TILE ? 4 : 1), KEPT>(w, t, a, m0, s); break;  // 4 rows, ROW_TILE's above
         }
     }
 }
@@ -898,9 +903,12 @@ static void weight_tiles(const Tiled& w, const Activations& a) {
 #pragma omp for schedule(static) nowait
     for (int64_t n = 0; n < groups; n++) {
         const int64_t t0 = n * TILE_GROUP, t1 = t0 + TILE_GROUP < tiles ? t0 + TILE_GROUP : tiles;
-        if (keep)
-            for (int64_t t = t0; t < t1; t++) tile_group_scales(w, t, &scales[2 * w.groups * (t - t0)]);
-        for (int64_t m0 = 0; m0 < a.batch; m0 += ROW_TILE) row_block<LAYOUT>(w, t0, t1, a, m0, keep ? scales.data() : nullptr);
+        if (!keep) {
+            for (int64_t m0 = 0; m0 < a.batch; m0 += ROW_TILE) row_block<LAYOUT, false>(w, t0, t1, a, m0, nullptr);
+            continue;
+        }
+        for (int64_t t = t0; t < t1; t++) tile_group_scales(w, t, &scales[2 * w.groups * (t - t0)]);
+        for (int64_t m0 = 0; m0 < a.batch; m0 += ROW_TILE) row_block<LAYOUT, true>(w, t0, t1, a, m0, scales.data());
     }
 }
 
