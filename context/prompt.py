@@ -231,10 +231,11 @@ class PromptBuilder:
         headroom = int(cap * budget.headroom_share)
         anchor = _nth_line_start(text, request.anchor_line)
         if anchor is not None:
-            ids = self.encode(text[anchor:])
+            tail = text[anchor:]
+            ids = self.encode(tail)
             # it fits, and the cursor has not moved up towards it (a start chosen now would hold much more)
             if cap - 2 * headroom <= len(ids) <= cap - keep_free:
-                return _Fitted(ids, text[anchor:], anchor)
+                return _Fitted(ids, tail, anchor)
         return self._fit_prefix(text, cap - headroom, snap=False)
 
     def _fit_prefix(self, text: str, cap: int, snap: bool = True) -> _Fitted:
