@@ -146,18 +146,46 @@ def resolve_device(device: str | torch.device = "auto") -> torch.device:
     raise ModelLoadError(f"bad device {device!r}: use auto, cpu, cuda, cuda:N or mps")
 
 
-def resolve_dtype(dtype: str | torch.dtype, device: torch.device) -> torch.dtype:
-    """``"auto"``: bfloat16 on CUDA, float32 elsewhere; else a name like ``"float32"``, ``"bf16"``."""
+# On CUDA, ``"auto"`` is float32 where the model's float32 weights take at most this share of the device's memory.
+# A model this small decodes at batch 1 bound by kernel launches, not memory: float32 runs fewer kernels than
+# bfloat16 (no casts around each norm and the attention's softmax) and is lossless in practice, where bfloat16's
+# near-ties split one-token and wider passes (an H200, urllib3's 20 holes on the 0.5B: greedy 45 tok/s against 25,
+# lookahead identical to greedy on 20/20 against 18/20; docs/benchmarks.md).
+FLOAT32_SHARE = 0.25
+
+
+def float32_fits(parameters: int | None, device_memory: int | None) -> bool:
+    """Whether ``parameters`` float32 weights take at most :data:`FLOAT32_SHARE` of ``device_memory`` bytes."""
+    return parameters is not None and device_memory is not None and 4 * parameters <= FLOAT32_SHARE * device_memory
+
+
+def resolve_dtype(dtype: str | torch.dtype, device: torch.device, float32_fit: bool = False) -> torch.dtype:
+    """``"auto"``: float32 on a CPU or MPS; on CUDA float32 where it fits (``float32_fit``: :func:`float32_fits`),
+    else bfloat16. Otherwise a name like ``"float32"``, ``"bf16"``."""
     if isinstance(dtype, torch.dtype):
         if dtype in DTYPES.values():
             return dtype
         raise ModelLoadError(f"bad dtype {dtype}: use auto or one of {', '.join(DTYPES)}")
     name = dtype.strip().lower().removeprefix("torch.")
     if name == "auto":
-        return torch.bfloat16 if device.type == "cuda" else torch.float32
+        return torch.bfloat16 if device.type == "cuda" and not float32_fit else torch.float32
     if name not in DTYPES:
         raise ModelLoadError(f"bad dtype {dtype!r}: use auto or one of {', '.join(DTYPES)}")
     return DTYPES[name]
+
+
+def parameter_count(where: str) -> int | None:
+    """The parameters of the model whose ``config.json`` is in ``where``, counted on the meta device (no
+    memory, no weights read); None where the config cannot be read."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    try:
+        config = AutoConfig.from_pretrained(where, local_files_only=True)
+        with torch.device("meta"):
+            skeleton = AutoModelForCausalLM.from_config(config)
+    except (OSError, ValueError, KeyError, RuntimeError, ImportError):
+        return None
+    return sum(p.numel() for p in skeleton.parameters())
 
 
 def _cpu_flags() -> set[str]:
@@ -351,8 +379,11 @@ def load_model(
     ``native=False`` keeps GGUF weights on ATen's int4 kernel even where the native one builds (comparisons)."""
     started = time.perf_counter()
     resolved_device = resolve_device(device)
-    resolved_dtype = resolve_dtype(dtype, resolved_device)
+    resolved_dtype = resolve_dtype(dtype, resolved_device)  # a bad name fails before any conversion
     where, source = resolve_spec(spec, progress)
+    if resolved_device.type == "cuda":
+        memory = torch.cuda.get_device_properties(resolved_device).total_memory
+        resolved_dtype = resolve_dtype(dtype, resolved_device, float32_fits(parameter_count(where), memory))
     packed = use_gguf_weights(weights, resolved_device, resolved_dtype, source)
     native_codes = packed and native and native_kernel() is not None
     fast_dtype = resolve_prefill_dtype(prefill_dtype, resolved_device, resolved_dtype, native_codes=native_codes)

@@ -15,7 +15,9 @@ from lookahead_lsp.decoder.runtime.model import (
     LoadedModel,
     ModelLoadError,
     configure_torch_threads,
+    float32_fits,
     load_model,
+    parameter_count,
     physical_cores,
     resolve_device,
     resolve_dtype,
@@ -65,9 +67,30 @@ def test_device_and_dtype_resolution() -> None:
     assert resolve_device("auto").type == expected
     assert resolve_dtype("auto", cpu) == torch.float32
     assert resolve_dtype("auto", torch.device("cuda")) == torch.bfloat16
+    assert resolve_dtype("auto", torch.device("cuda"), float32_fit=True) == torch.float32
+    assert resolve_dtype("auto", cpu, float32_fit=False) == torch.float32
+    assert resolve_dtype("bf16", torch.device("cuda"), float32_fit=True) == torch.bfloat16
     assert resolve_dtype("BF16", cpu) == torch.bfloat16
     assert resolve_dtype("torch.float64", cpu) == torch.float64
     assert resolve_dtype(torch.float16, cpu) == torch.float16
+
+
+def test_float32_where_it_fits_an_accelerator(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """float32 on CUDA where its weights take at most a quarter of the device's memory, counted from the config
+    without loading weights; nothing known (no config) keeps bfloat16."""
+    from transformers import AutoModelForCausalLM
+
+    counted = parameter_count(str(tiny_model_dir))
+    loaded = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    assert counted == sum(p.numel() for p in loaded.parameters())
+    assert parameter_count(str(tmp_path)) is None
+    gib = 1 << 30
+    assert float32_fits(494_000_000, 80 * gib)  # the 0.5B on an H100
+    assert float32_fits(1_540_000_000, 24 * gib)  # the 1.5B (6.2 GB) on a 24 GB card
+    assert not float32_fits(1_540_000_000, 8 * gib)  # ... not on an 8 GB laptop GPU: bfloat16
+    assert not float32_fits(7_600_000_000, 80 * gib)  # a 7B on an H100: bfloat16
+    assert not float32_fits(None, 80 * gib)
+    assert not float32_fits(494_000_000, None)
 
 
 def test_prefill_dtype_resolution() -> None:
