@@ -146,11 +146,12 @@ def resolve_device(device: str | torch.device = "auto") -> torch.device:
     raise ModelLoadError(f"bad device {device!r}: use auto, cpu, cuda, cuda:N or mps")
 
 
-# On CUDA, ``"auto"`` is float32 where the model's float32 weights take at most this share of the device's memory.
-# A model this small decodes at batch 1 bound by kernel launches, not memory: float32 runs fewer kernels than
-# bfloat16 (no casts around each norm and the attention's softmax) and is lossless in practice, where bfloat16's
-# near-ties split one-token and wider passes (an H200, urllib3's 20 holes on the 0.5B: greedy 45 tok/s against 25,
-# lookahead identical to greedy on 20/20 against 18/20; docs/benchmarks.md).
+# On CUDA, ``"auto"`` is float32 where the model's float32 weights take at most this share of the device's memory
+# (counted with an untied output head: a bound, not a tally). Measured on an H200 with the 0.5B, urllib3's 20
+# holes (docs/benchmarks.md): greedy 45 tokens/s in float32 against 25 in bfloat16, and lookahead identical to
+# greedy on 20/20 against 18/20, where bfloat16's near-ties come out differently in one-token and wider passes.
+# A model this small at batch 1 is bound by the host's kernel launches, not by memory, so its weights' width costs
+# nothing there (why bfloat16 was slower, its casts around norms and softmax perhaps, was not looked into).
 FLOAT32_SHARE = 0.25
 
 
