@@ -146,12 +146,13 @@ def resolve_device(device: str | torch.device = "auto") -> torch.device:
     raise ModelLoadError(f"bad device {device!r}: use auto, cpu, cuda, cuda:N or mps")
 
 
-# On CUDA, ``"auto"`` is float32 where the model's float32 weights take at most this share of the device's memory
-# (counted with an untied output head: a bound, not a tally). Measured on an H200 with the 0.5B, urllib3's 20
-# holes (docs/benchmarks.md): greedy 45 tokens/s in float32 against 25 in bfloat16, and lookahead identical to
-# greedy on 20/20 against 18/20, where bfloat16's near-ties come out differently in one-token and wider passes.
-# A model this small at batch 1 is bound by the host's kernel launches, not by memory, so its weights' width costs
-# nothing there (why bfloat16 was slower, its casts around norms and softmax perhaps, was not looked into).
+# On CUDA, ``"auto"`` is float32 where the model's float32 weights take at most this share of the device's memory,
+# counted as loaded (a converted GGUF's output head is its own matrix: 630 M parameters for the 0.5B, 1.78 G for the
+# 1.5B, so float32 from 10.1 GB and 28.4 GB of GPU memory). Measured on an H200 with the 0.5B, urllib3's 20 holes
+# (docs/benchmarks.md): greedy 45 tokens/s in float32 against 25 in bfloat16, and lookahead identical to greedy on
+# 20/20 against 18/20, where bfloat16's near-ties come out differently in one-token and wider passes. A model this
+# small at batch 1 is bound by the host's kernel launches, not by memory, so its weights' width costs nothing there
+# (why bfloat16 was slower, its casts around norms and softmax perhaps, was not looked into).
 FLOAT32_SHARE = 0.25
 
 
@@ -160,16 +161,20 @@ def float32_fits(parameters: int | None, device_memory: int | None) -> bool:
     return parameters is not None and device_memory is not None and 4 * parameters <= FLOAT32_SHARE * device_memory
 
 
-def resolve_dtype(dtype: str | torch.dtype, device: torch.device, float32_fit: bool = False) -> torch.dtype:
-    """``"auto"``: float32 on a CPU or MPS; on CUDA float32 where it fits (``float32_fit``: :func:`float32_fits`),
-    else bfloat16. Otherwise a name like ``"float32"``, ``"bf16"``."""
+def resolve_dtype(
+    dtype: str | torch.dtype, device: torch.device, float32_fit: Callable[[], bool] | None = None
+) -> torch.dtype:
+    """``"auto"``: float32 on a CPU or MPS; on CUDA float32 where it fits (``float32_fit()``, asked only then:
+    :func:`float32_fits`), else bfloat16. Otherwise a name like ``"float32"``, ``"bf16"``."""
     if isinstance(dtype, torch.dtype):
         if dtype in DTYPES.values():
             return dtype
         raise ModelLoadError(f"bad dtype {dtype}: use auto or one of {', '.join(DTYPES)}")
     name = dtype.strip().lower().removeprefix("torch.")
     if name == "auto":
-        return torch.bfloat16 if device.type == "cuda" and not float32_fit else torch.float32
+        if device.type == "cuda" and not (float32_fit is not None and float32_fit()):
+            return torch.bfloat16
+        return torch.float32
     if name not in DTYPES:
         raise ModelLoadError(f"bad dtype {dtype!r}: use auto or one of {', '.join(DTYPES)}")
     return DTYPES[name]
@@ -382,9 +387,13 @@ def load_model(
     resolved_device = resolve_device(device)
     resolved_dtype = resolve_dtype(dtype, resolved_device)  # a bad name fails before any conversion
     where, source = resolve_spec(spec, progress)
-    if resolved_device.type == "cuda":
-        memory = torch.cuda.get_device_properties(resolved_device).total_memory
-        resolved_dtype = resolve_dtype(dtype, resolved_device, float32_fits(parameter_count(where), memory))
+    if resolved_device.type == "cuda":  # "auto" there depends on the model's size against the GPU's memory
+
+        def fits() -> bool:
+            memory = torch.cuda.get_device_properties(resolved_device).total_memory
+            return float32_fits(parameter_count(where), memory)
+
+        resolved_dtype = resolve_dtype(dtype, resolved_device, fits)
     packed = use_gguf_weights(weights, resolved_device, resolved_dtype, source)
     native_codes = packed and native and native_kernel() is not None
     fast_dtype = resolve_prefill_dtype(prefill_dtype, resolved_device, resolved_dtype, native_codes=native_codes)

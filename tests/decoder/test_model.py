@@ -67,9 +67,14 @@ def test_device_and_dtype_resolution() -> None:
     assert resolve_device("auto").type == expected
     assert resolve_dtype("auto", cpu) == torch.float32
     assert resolve_dtype("auto", torch.device("cuda")) == torch.bfloat16
-    assert resolve_dtype("auto", torch.device("cuda"), float32_fit=True) == torch.float32
-    assert resolve_dtype("auto", cpu, float32_fit=False) == torch.float32
-    assert resolve_dtype("bf16", torch.device("cuda"), float32_fit=True) == torch.bfloat16
+    assert resolve_dtype("auto", torch.device("cuda"), lambda: True) == torch.float32
+    assert resolve_dtype("auto", torch.device("cuda"), lambda: False) == torch.bfloat16
+
+    def not_asked() -> bool:
+        raise AssertionError("the model's size is asked only where the choice depends on it")
+
+    assert resolve_dtype("auto", cpu, not_asked) == torch.float32
+    assert resolve_dtype("bf16", torch.device("cuda"), not_asked) == torch.bfloat16
     assert resolve_dtype("BF16", cpu) == torch.bfloat16
     assert resolve_dtype("torch.float64", cpu) == torch.float64
     assert resolve_dtype(torch.float16, cpu) == torch.float16
@@ -85,9 +90,11 @@ def test_float32_where_it_fits_an_accelerator(tiny_model_dir: Path, tmp_path: Pa
     assert counted == sum(p.numel() for p in loaded.parameters())
     assert parameter_count(str(tmp_path)) is None
     gib = 1 << 30
-    assert float32_fits(494_000_000, 80 * gib)  # the 0.5B on an H100
-    assert float32_fits(1_540_000_000, 24 * gib)  # the 1.5B (6.2 GB) on a 24 GB card
-    assert not float32_fits(1_540_000_000, 8 * gib)  # ... not on an 8 GB laptop GPU: bfloat16
+    assert float32_fits(630_167_424, 80 * gib)  # the 0.5B as loaded (its own output head) on an H100
+    assert float32_fits(630_167_424, 12 * gib)  # ... and on a 12 GB card (2.5 GB of float32)
+    assert not float32_fits(630_167_424, 8 * gib)  # ... not on an 8 GB laptop GPU: bfloat16
+    assert float32_fits(1_777_088_000, 80 * gib)  # the 1.5B as loaded (7.1 GB) on an H100
+    assert not float32_fits(1_777_088_000, 24 * gib)  # ... not on a 24 GB card: bfloat16
     assert not float32_fits(7_600_000_000, 80 * gib)  # a 7B on an H100: bfloat16
     assert not float32_fits(None, 80 * gib)
     assert not float32_fits(494_000_000, None)
