@@ -12,7 +12,7 @@ or the HTTP client only when called, so that the daemon answers ``initialize`` b
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from lookahead_lsp.decoder.types import CancelToken, Decoder, DecodeRequest, DecodeResult
@@ -37,9 +37,12 @@ class Backend(Decoder, Protocol):
 
     name: str
 
-    def warm(self, prompt_ids: Sequence[int], cancel: CancelToken | None = None) -> int | None:
-        """Prefill ``prompt_ids`` in idle time: the tokens prefilled, or None where there is no cache of ours
-        to warm (a remote engine keeps its own)."""
+    def warm(
+        self, prompt_ids: Sequence[int], cancel: CancelToken | None = None, slot: Hashable | None = None
+    ) -> int | None:
+        """Prefill ``prompt_ids`` into the cache of ``slot`` (a request's :attr:`DecodeRequest.slot`) in idle
+        time: the tokens prefilled, or None where there is no cache of ours to warm (a remote engine keeps its
+        own)."""
         ...
 
     def describe(self) -> dict[str, Any] | None:
@@ -52,7 +55,9 @@ class Backend(Decoder, Protocol):
 class LocalDecoder(Decoder, Protocol):
     """A decoder of this package: greedy or lookahead over an in-process model, with a KV cache to warm."""
 
-    def warm(self, prompt_ids: Sequence[int], cancel: CancelToken | None = None) -> int: ...
+    def warm(
+        self, prompt_ids: Sequence[int], cancel: CancelToken | None = None, slot: Hashable | None = None
+    ) -> int: ...
 
     def reset(self) -> None: ...
 
@@ -67,11 +72,11 @@ class LocalBackend:
     def generate(self, request: DecodeRequest) -> DecodeResult:
         return self.decoder.generate(request)
 
-    def warm(self, prompt_ids: Sequence[int], cancel: CancelToken | None = None) -> int:
-        return self.decoder.warm(prompt_ids, cancel)
+    def warm(self, prompt_ids: Sequence[int], cancel: CancelToken | None = None, slot: Hashable | None = None) -> int:
+        return self.decoder.warm(prompt_ids, cancel, slot)
 
     def reset(self) -> None:
-        """Forget the KV cache: the next prompt is prefilled whole (the benchmarks' cold runs)."""
+        """Forget the KV caches: the next prompt is prefilled whole (the benchmarks' cold runs)."""
         self.decoder.reset()
 
     def describe(self) -> None:
@@ -85,17 +90,24 @@ class LocalBackend:
 
 
 def local_backend(
-    model: Any, kind: LocalKind = "lookahead", config: LookaheadConfig | None = None, cost: CostModel | None = None
+    model: Any,
+    kind: LocalKind = "lookahead",
+    config: LookaheadConfig | None = None,
+    cost: CostModel | None = None,
+    slots: int | None = None,
 ) -> LocalBackend:
     """The lookahead decoder (default; ``config`` and the measured ``cost``, else their defaults) or plain
-    greedy over a transformers causal LM."""
+    greedy over a transformers causal LM, with ``slots`` KV caches (:mod:`decoder.slots`; None: its default)."""
+    from lookahead_lsp.decoder.slots import DEFAULT_SLOTS
+
+    held = DEFAULT_SLOTS if slots is None else slots
     if kind == "greedy":
         from lookahead_lsp.decoder.greedy import GreedyDecoder  # deferred: torch (see the module docstring)
 
-        return LocalBackend(GreedyDecoder(model), "greedy")
+        return LocalBackend(GreedyDecoder(model, held), "greedy")
     from lookahead_lsp.decoder.lookahead import LookaheadDecoder  # deferred: torch
 
-    return LocalBackend(LookaheadDecoder(model, config, cost), "lookahead")
+    return LocalBackend(LookaheadDecoder(model, config, cost, held), "lookahead")
 
 
 def remote_backend(

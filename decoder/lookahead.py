@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field, replace
 
 import torch
@@ -29,6 +29,7 @@ from lookahead_lsp.decoder.policy import (
     select,
 )
 from lookahead_lsp.decoder.runtime.packed_model import is_packed
+from lookahead_lsp.decoder.slots import DEFAULT_SLOTS, KVSlots
 from lookahead_lsp.decoder.steps import Generation, argmax, drive, pick, plain_step, warm
 from lookahead_lsp.decoder.tree import TokenTree, build_tree, verify
 from lookahead_lsp.decoder.types import CancelToken, DecodeRequest, DecodeResult
@@ -66,7 +67,13 @@ class LookaheadConfig:
 class LookaheadDecoder:
     """Lookahead decoding over a transformers causal LM; keeps its KV prefix and acceptance estimates."""
 
-    def __init__(self, model: torch.nn.Module, config: LookaheadConfig | None = None, cost: CostModel | None = None):
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        config: LookaheadConfig | None = None,
+        cost: CostModel | None = None,
+        slots: int = DEFAULT_SLOTS,
+    ):
         self.model = model
         device = next(model.parameters()).device
         self.cost = cost or CostModel.for_device(device.type, is_packed(model))
@@ -76,25 +83,32 @@ class LookaheadDecoder:
         if self.config.jacobi is None:
             self.config = replace(self.config, jacobi=default_jacobi(self.cost, self.config.ngram))
         self.acceptance = AcceptanceModel()
-        self.kv = PrefixKV()
+        self.slots = KVSlots(slots)  # one cache per document (decoder.slots)
 
-    def warm(self, prompt_ids: Sequence[int], cancel: CancelToken | None = None) -> int:
+    @property
+    def kv(self) -> PrefixKV:
+        """The cache used last."""
+        return self.slots.latest
+
+    def warm(self, prompt_ids: Sequence[int], cancel: CancelToken | None = None, slot: Hashable | None = None) -> int:
         """Prefill a prompt's KV entries in idle time (see :func:`decoder.steps.warm`)."""
-        return warm(self.model, self.kv, prompt_ids, cancel)
+        return warm(self.model, self.slots.get(slot), prompt_ids, cancel)
 
     def reset(self) -> None:
-        """Forget the cached prefix: the next call prefills its whole prompt."""
-        self.kv.reset()
+        """Forget every cached prefix: the next call prefills its whole prompt."""
+        self.slots.reset()
 
     def generate(self, request: DecodeRequest) -> DecodeResult:
-        return drive(self.model, self.kv, request, lambda gen: _Run(self, request, gen))
+        kv = self.slots.get(request.slot)
+        return drive(self.model, kv, request, lambda gen: _Run(self, request, gen, kv))
 
 
 class _Run:
     """The state of one generation: its draft sources, Jacobi chains, and the step itself."""
 
-    def __init__(self, decoder: LookaheadDecoder, request: DecodeRequest, gen: Generation) -> None:
+    def __init__(self, decoder: LookaheadDecoder, request: DecodeRequest, gen: Generation, kv: PrefixKV) -> None:
         self.d = decoder
+        self.kv = kv
         self.cfg = decoder.config
         self.gen = gen
         self.g = decoder.config.verify or 0  # set by the decoder when the configuration left it open
@@ -193,7 +207,7 @@ class _Run:
     # --- one step -------------------------------------------------------------------------------------
     def step(self) -> list[int]:
         """One forward pass; returns the new tokens it produced (accepted drafts plus the model's next token)."""
-        gen, kv = self.gen, self.d.kv
+        gen, kv = self.gen, self.kv
         current = gen.tokens[-1]
         g = self.g
         started = time.perf_counter()  # the step's whole time is its cost: drafting and verifying are not free

@@ -30,7 +30,7 @@ import socket
 import ssl
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -306,7 +306,7 @@ class RemoteEngine:
     def __repr__(self) -> str:  # no headers: they hold the key
         return f"RemoteEngine({self.config.endpoint!r}, model={self.config.model!r})"
 
-    def warm(self, prompt_ids: Sequence[int], cancel: CancelToken | None = None) -> None:
+    def warm(self, prompt_ids: Sequence[int], cancel: CancelToken | None = None, slot: Hashable | None = None) -> None:
         """Nothing to prefill here: the engine keeps its own cache."""
 
     def describe(self) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -59,6 +59,9 @@ class DecodeRequest:
     # Extra draft sources (the suffix after the cursor, the workspace index). The decoder always adds its
     # own: n-grams of prompt + generated tokens ("prompt") and the Jacobi pool ("jacobi").
     drafts: Sequence[Any] = ()
+    # Which of the decoder's KV caches this prompt continues (decoder.slots: the daemon passes the document's
+    # URI); None is a key like any other.
+    slot: Hashable | None = None
 
 
 @dataclass

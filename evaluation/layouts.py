@@ -91,7 +91,7 @@ def measure(
         snippets = context.snippets(hole)  # the typed keystroke's prompt keeps them: the layout alone decides
         built = context.prompt(hole, snippets=snippets)
         cursor = Cursor(hole.text_before_typing, len(hole.prefix), hole.path)
-        decoder.kv.reset()
+        decoder.reset()
         decoded = decode_completion(decoder, plan_completion(tokenizer, built, cursor, limits))
         scored = score(hole, decoded.text, True, "stop+trim")
         exact += scored.exact

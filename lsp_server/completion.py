@@ -143,7 +143,7 @@ def plan_completion(
         publish=publish,
     )
     constraint = healing_constraint(tokenizer, built.healing) if built.healing else None
-    request = decode_request(built, limits, drafts, stop=stop, constraint=constraint, cancel=cancel)
+    request = decode_request(built, limits, drafts, stop=stop, constraint=constraint, cancel=cancel, slot=cursor.path)
     ended_by = line_end if publish is None else None  # a published cut never ends the text
     return Plan(shape, cursor.suffix, rules, built.healed_text, text_of, ended_by, stop, request)
 
@@ -156,8 +156,10 @@ def decode_request(
     stop: StopFn | None = None,
     constraint: TokenConstraint | None = None,
     cancel: CancelToken | None = None,
+    slot: str | None = None,
 ) -> DecodeRequest:
-    """The decoder's request for ``built``: the suffix after the cursor is the first extra draft source."""
+    """The decoder's request for ``built``: the suffix after the cursor is the first extra draft source; ``slot``
+    the KV cache it continues (the document's path: :mod:`decoder.slots`)."""
     return DecodeRequest(
         prompt_ids=built.token_ids,
         max_new_tokens=limits.max_new_tokens,
@@ -166,6 +168,7 @@ def decode_request(
         cancel=cancel,
         constraint=constraint,
         drafts=[SequenceNgrams("suffix", built.suffix_ids), *drafts],
+        slot=slot,
     )
 
 

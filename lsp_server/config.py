@@ -49,6 +49,7 @@ class Config:
     verify: int | None = None  # lookahead G; None: the decoder's own default
     draft_length: int = 15  # longest prompt/suffix/workspace draft verified in one pass (tokens)
     max_new_tokens: int = 64
+    kv_slots: int = 2  # KV caches kept, one per document (decoder/slots.py's DEFAULT_SLOTS)
     multiline_deadline_ms: int | None = 800  # a block still decoding this long after the key ends at a line end
     line_deadline_ms: int | None = 600  # a first line still decoding this long after the key ends at its line end
     line_cap_ms: int | None = 2500  # a first line still decoding this long after the key ends at a word end
@@ -74,7 +75,7 @@ class Config:
 
     def decoder_key(self) -> tuple[Any, ...]:
         """Settings whose change means another decoder over the same model."""
-        return (self.decoder, self.window, self.ngram, self.verify, self.draft_length, self.remote)
+        return (self.decoder, self.window, self.ngram, self.verify, self.draft_length, self.kv_slots, self.remote)
 
     def prompt_settings(self, device_type: str) -> tuple[str, int]:
         """The (layout name, token budget) in force on a device type ("cpu", "cuda", "mps", ... or "remote")."""
@@ -167,6 +168,7 @@ _SETTINGS: dict[str, tuple[str, Check]] = {
     "verify": ("verify", _optional(_int_between(0, 64))),
     "draftLength": ("draft_length", _int_between(1, 64)),
     "maxNewTokens": ("max_new_tokens", _int_between(1, 2048)),
+    "kvSlots": ("kv_slots", _int_between(1, 16)),
     "multilineDeadlineMs": ("multiline_deadline_ms", _optional(_int_between(0, 600_000))),
     "lineDeadlineMs": ("line_deadline_ms", _optional(_int_between(0, 600_000))),
     "lineCapMs": ("line_cap_ms", _optional(_int_between(0, 600_000))),

@@ -408,7 +408,7 @@ def make_backend(loaded: LoadedModel, config: Config, events: EngineEvents, cost
     options: dict[str, Any] = {"window": config.window, "ngram": config.ngram, "draft_len": config.draft_length}
     if config.verify is not None:
         options["verify"] = config.verify
-    return local_backend(loaded.model, config.decoder, LookaheadConfig(**options), cost)
+    return local_backend(loaded.model, config.decoder, LookaheadConfig(**options), cost, config.kv_slots)
 
 
 def configure_threads(threads: int | None) -> None:

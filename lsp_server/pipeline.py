@@ -214,7 +214,7 @@ def warm(snapshot: Snapshot, engine: CompletionEngine, cancel: CancelToken) -> W
     """Prefill the prompt at ``snapshot`` in idle time; stops between two layers once ``cancel`` is set."""
     started = time.perf_counter()
     built = prompt_for(snapshot, engine, settled=True)
-    prefilled = None if cancel.cancelled else engine.backend().warm(built.token_ids, cancel)
+    prefilled = None if cancel.cancelled else engine.backend().warm(built.token_ids, cancel, str(snapshot.path))
     ms = (time.perf_counter() - started) * 1000.0
     doc = snapshot.doc
     return Warmed(snapshot.request_id, doc.uri, doc.version, len(built.token_ids), prefilled, ms, cancel.cancelled)

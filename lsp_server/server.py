@@ -418,8 +418,8 @@ class LookaheadServer(LanguageServer):
 
     def _context_changed(self, path: Path) -> None:
         """Another file's text reached the snippet index: the active document's prompt may have changed. Only
-        its own: the model has one KV cache, and prefilling another open document's prompt would evict the
-        one the user is typing in (its next keystroke would re-prefill the whole prompt)."""
+        its own: the decoder keeps a few KV caches, one per document (``kvSlots``), and prefilling the prompts
+        of other open documents would give up the least recently used one, the file the user was in before."""
         uri = self.active_uri
         doc = self.documents.get(uri) if uri is not None and uri in self.cursors else None
         if doc is not None and doc.path != path:

@@ -9,6 +9,10 @@ def test_defaults_and_none() -> None:
     config, errors = parse_config(None)
     assert config == Config() and errors == []
     assert config.decoder == "lookahead" and config.window == 1 and config.ngram == 8
+    from lookahead_lsp.decoder.slots import DEFAULT_SLOTS  # deferred: torch
+
+    assert config.kv_slots == DEFAULT_SLOTS  # the README's default is the decoder's
+    assert parse_config({"kvSlots": 0})[0].kv_slots == DEFAULT_SLOTS  # an invalid value keeps the previous one
 
 
 def test_camel_case_values_apply() -> None:
@@ -24,6 +28,7 @@ def test_camel_case_values_apply() -> None:
         "verify": 4,
         "draftLength": 9,
         "maxNewTokens": 32,
+        "kvSlots": 4,
         "multilineDeadlineMs": 1500,
         "lineDeadlineMs": 600,
         "lineCapMs": 4000,
@@ -53,6 +58,7 @@ def test_camel_case_values_apply() -> None:
         verify=4,
         draft_length=9,
         max_new_tokens=32,
+        kv_slots=4,
         multiline_deadline_ms=1500,
         line_deadline_ms=600,
         line_cap_ms=4000,

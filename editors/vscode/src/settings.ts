@@ -8,7 +8,7 @@ export const SECTION = 'lookahead';
 /** The daemon's own keys; everything else under `lookahead.` (server.*) configures this extension only. */
 const DAEMON_KEYS = [
   'enabled', 'model', 'device', 'dtype', 'prefillDtype', 'decoder', 'window', 'ngram', 'verify', 'draftLength',
-  'maxNewTokens', 'tokenBudget', 'lineDeadlineMs', 'multilineDeadlineMs', 'lineCapMs', 'progressive',
+  'maxNewTokens', 'kvSlots', 'tokenBudget', 'lineDeadlineMs', 'multilineDeadlineMs', 'lineCapMs', 'progressive',
   'indexEnabled', 'include', 'exclude', 'logFile',
 ] as const;
 
