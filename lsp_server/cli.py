@@ -32,6 +32,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bench-memory": ("evaluation.commands.memory", "The daemon's resident memory over rounds of documents."),
     "bench-idle": ("evaluation.commands.idle", "The idle daemon in a workspace with a virtualenv: CPU, watches."),
     "bench-typing": ("evaluation.commands.typing", "Typing line after line: what each keystroke re-prefills."),
+    "bench-switch": ("evaluation.commands.switch", "Back in a file after another: a KV cache per document or one."),
 }
 """Subcommand -> (module under ``lookahead_lsp``, help)."""
 
