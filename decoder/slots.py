@@ -3,7 +3,7 @@
 A typist moves between files: each file's prompt starts with its own text, so one cache would hold only the last
 file's entries and every return to a file would prefill its whole prompt again (0.5-1 s for 512 tokens of the
 0.5B on a 2-core CPU, several seconds for the 1.5B). :class:`KVSlots` keeps up to ``capacity`` caches
-(:class:`~decoder.kv.PrefixKV`), each under an opaque key the caller chooses (the daemon: the document's URI).
+(:class:`~decoder.kv.PrefixKV`), each under an opaque key the caller chooses (the daemon: the document's path).
 A request without a key (the benchmarks, ``complete``) uses the key ``None`` like any other. A key not held takes
 a new cache while there is room, else the least recently used cache, as it is: the longest prefix the new
 prompt shares with it is still reused, so with ``capacity`` 1 this is the single cache of before.

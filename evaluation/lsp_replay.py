@@ -34,9 +34,10 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from lookahead_lsp.evaluation.lsp_client import LspClient
 from lookahead_lsp.evaluation.report import markdown_table
@@ -449,26 +450,44 @@ def pause_at(client: LspClient, root: Path, hole: Hole, mode: str) -> Pause:
     return pause
 
 
+Item = TypeVar("Item")
+Outcome = TypeVar("Outcome")
+
+
+def each_in_turn(
+    corpus: Corpus,
+    items: Sequence[Item],
+    options: dict[str, dict[str, Any]],
+    run: Callable[[LspClient, Path, Item, str], Outcome],
+    what: str,
+) -> list[Outcome]:
+    """One daemon per mode with its ``options``, each on its own copy of ``corpus``, all started first; then
+    ``run(client, root, item, mode)`` for every item in each mode in turn, the order rotating from item to item,
+    so that on a shared CPU the modes meet the same load and compare within an item."""
+    modes = list(options)
+    outcomes: list[Outcome] = []
+    with tempfile.TemporaryDirectory(prefix=f"lookahead-{what}-") as tmp, contextlib.ExitStack() as stack:
+        daemons: dict[str, tuple[LspClient, Path]] = {}
+        for i, (mode, settings) in enumerate(options.items()):
+            root = _workspace_copy(corpus, str(Path(tmp) / str(i)))
+            client = _start_daemon(root, settings)
+            stack.callback(client.close)
+            daemons[mode] = (client, root)
+        for n, item in enumerate(items):
+            for mode in modes[n % len(modes) :] + modes[: n % len(modes)]:
+                outcomes.append(run(*daemons[mode], item, mode))
+            print(f"{what} {n + 1}/{len(items)}", file=sys.stderr, flush=True)
+    return outcomes
+
+
 def compare_pauses(
     corpus: Corpus, holes: list[Hole], model: str, max_new_tokens: int, modes: list[str] | None = None
 ) -> list[Pause]:
-    """One daemon per mode of :data:`PAUSE_MODES` (all, or ``modes``), all started first; then every hole is
-    paused at in each mode in turn (the order rotating from hole to hole), so that on a shared CPU the modes
-    meet the same load and compare within a hole."""
-    modes = modes or list(PAUSE_MODES)
-    pauses: list[Pause] = []
-    with tempfile.TemporaryDirectory(prefix="lookahead-pause-") as tmp, contextlib.ExitStack() as stack:
-        daemons: dict[str, tuple[LspClient, Path]] = {}
-        for i, mode in enumerate(modes):
-            root = _workspace_copy(corpus, str(Path(tmp) / str(i)))
-            client = _start_daemon(root, {"model": model, "maxNewTokens": max_new_tokens, **PAUSE_MODES[mode]})
-            stack.callback(client.close)
-            daemons[mode] = (client, root)
-        for n, hole in enumerate(holes):
-            for mode in modes[n % len(modes) :] + modes[: n % len(modes)]:
-                pauses.append(pause_at(*daemons[mode], hole, mode))
-            print(f"pause {n + 1}/{len(holes)} {hole.id}", file=sys.stderr, flush=True)
-    return pauses
+    """Every hole paused at (:func:`pause_at`) in each mode of :data:`PAUSE_MODES` (all, or ``modes``) in turn,
+    one daemon each (:func:`each_in_turn`)."""
+    chosen = modes or list(PAUSE_MODES)
+    options = {mode: {"model": model, "maxNewTokens": max_new_tokens, **PAUSE_MODES[mode]} for mode in chosen}
+    return each_in_turn(corpus, holes, options, pause_at, "pause")
 
 
 def _p50(values: list[float | None]) -> str:

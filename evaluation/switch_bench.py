@@ -12,17 +12,14 @@ closed. Each mode is one daemon on its own copy of the corpus, all started first
 
 from __future__ import annotations
 
-import contextlib
 import statistics
-import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from lookahead_lsp.evaluation.lsp_client import LspClient
-from lookahead_lsp.evaluation.lsp_replay import ANSWER_TIMEOUT_S, _inline, _start_daemon, _workspace_copy
+from lookahead_lsp.evaluation.lsp_replay import ANSWER_TIMEOUT_S, _inline, each_in_turn
 from lookahead_lsp.evaluation.report import markdown_table
 from lookahead_lsp.evaluation.workloads import Corpus, Hole
 
@@ -93,21 +90,9 @@ def switch_back(client: LspClient, root: Path, pair: tuple[Hole, Hole], mode: st
 
 
 def compare_switches(corpus: Corpus, pairs: list[tuple[Hole, Hole]], model: str, max_new_tokens: int) -> list[Return]:
-    """One daemon per mode of :data:`SWITCH_MODES`, all started first; each pair in each mode in turn."""
-    modes = list(SWITCH_MODES)
-    returns: list[Return] = []
-    with tempfile.TemporaryDirectory(prefix="lookahead-switch-") as tmp, contextlib.ExitStack() as stack:
-        daemons: dict[str, tuple[LspClient, Path]] = {}
-        for i, mode in enumerate(modes):
-            root = _workspace_copy(corpus, str(Path(tmp) / str(i)))
-            client = _start_daemon(root, {"model": model, "maxNewTokens": max_new_tokens, **SWITCH_MODES[mode]})
-            stack.callback(client.close)
-            daemons[mode] = (client, root)
-        for n, pair in enumerate(pairs):
-            for mode in modes[n % len(modes) :] + modes[: n % len(modes)]:
-                returns.append(switch_back(*daemons[mode], pair, mode))
-            print(f"pair {n + 1}/{len(pairs)}", file=sys.stderr, flush=True)
-    return returns
+    """Every pair (:func:`switch_back`) in each mode of :data:`SWITCH_MODES` in turn, one daemon each."""
+    options = {mode: {"model": model, "maxNewTokens": max_new_tokens, **extra} for mode, extra in SWITCH_MODES.items()}
+    return each_in_turn(corpus, pairs, options, switch_back, "pair")
 
 
 def switches_markdown(returns: list[Return]) -> str:

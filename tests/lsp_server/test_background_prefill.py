@@ -75,7 +75,7 @@ def test_typing_line_after_line_pays_for_a_moved_prompt_head_in_the_pauses(serve
     lines, and each move re-prefills the whole prefix. The document's anchor (``context/anchors.py``) keeps the
     start while the prefix fits and moves it ahead of need in the pauses' background prefill, so no keystroke
     pays for a moved head. Another open document with a cursor is not prefilled when this one's text reaches
-    the snippet index: that would evict this one's prompt from the one KV cache."""
+    the snippet index: that would take a KV cache (``kvSlots``) and cost the CPU this one's keystrokes need."""
     other = "file:///tmp/lookahead-warm/other_tab.py"
     other_text = LINES[20_000:24_000] + "def volume(a, b, c):\n    return "
     server.open(other, other_text)
