@@ -27,7 +27,9 @@ print("model", sum(p.numel() for p in model.parameters()) / 1e6, "M params", dty
 
 t = time.perf_counter()
 table = cost_table.measure(model)
-print("cost table", [(n, round(r, 2)) for n, r in table.points], "one", table.one_token_seconds, time.perf_counter() - t)
+print(
+    "cost table", [(n, round(r, 2)) for n, r in table.points], "one", table.one_token_seconds, time.perf_counter() - t
+)
 
 kv = PrefixKV()
 prefill(model, kv, [(i * 7919) % 151936 for i in range(600)])
@@ -59,7 +61,6 @@ def masked(n):
 
 def unmasked(n):
     def run():
-        past = kv.cache.get_seq_length()
         forward(model, kv, [30 + i for i in range(n)])[-1, 0].item()
         kv.cache.crop(-n)
 
