@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from lookahead_lsp.evaluation.lsp_client import LspClient
-from lookahead_lsp.evaluation.lsp_replay import ANSWER_TIMEOUT_S, _inline, each_in_turn
+from lookahead_lsp.evaluation.lsp_replay import ANSWER_TIMEOUT_S, STATS, _inline, each_in_turn
 from lookahead_lsp.evaluation.report import markdown_table
 from lookahead_lsp.evaluation.workloads import Corpus, Hole
 
@@ -54,13 +54,8 @@ def _run_to_end(client: LspClient, request_id: str | None) -> dict[str, Any] | N
     """The completion stats of ``request_id`` once its run has ended (None: no run)."""
     if request_id is None:
         return None
-    deadline = time.monotonic() + ANSWER_TIMEOUT_S
-    while time.monotonic() < deadline:
-        stats = client.completion_stats(request_id)
-        if stats is not None:
-            return stats
-        time.sleep(0.02)
-    raise TimeoutError(f"no completion stats for {request_id}")
+    ended = client.wait_notification(STATS, lambda params: str(params.get("requestId")) == request_id, ANSWER_TIMEOUT_S)
+    return dict(ended)
 
 
 def _open_and_ask(client: LspClient, root: Path, hole: Hole) -> str:
