@@ -225,11 +225,10 @@ def sweep(args: argparse.Namespace) -> str:
 
 
 def _tokenizer() -> Any:
-    from transformers import AutoTokenizer
-
+    from lookahead_lsp.decoder.runtime.tokenizer import load_tokenizer
     from lookahead_lsp.decoder.weights.embedded import ensure_converted
 
-    return AutoTokenizer.from_pretrained(str(ensure_converted()))
+    return load_tokenizer(str(ensure_converted()), "embedded-cache")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

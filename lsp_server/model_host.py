@@ -285,9 +285,9 @@ def load(config: Config, progress: Callable[[str, float | None], None]) -> Loade
     """The model (local decoders), or only its tokenizer (remote: the engine holds the weights)."""
     # deferred: torch and transformers take seconds to import; the daemon answers `initialize` first
     import torch
-    from transformers import AutoTokenizer
 
     from lookahead_lsp.decoder.runtime.model import LoadedModel, ModelLoadError, load_model, resolve_spec
+    from lookahead_lsp.decoder.runtime.tokenizer import load_tokenizer
 
     memory.mark("imports")
     if config.local:
@@ -302,7 +302,7 @@ def load(config: Config, progress: Callable[[str, float | None], None]) -> Loade
     started = time.perf_counter()
     where, source = resolve_spec(config.model, progress)
     try:
-        tokenizer = AutoTokenizer.from_pretrained(where, local_files_only=True)
+        tokenizer = load_tokenizer(where, source)
     except (OSError, ValueError) as exc:
         raise ModelLoadError(f"cannot load the tokenizer of {config.model!r} from {where}: {exc}") from exc
     seconds = time.perf_counter() - started

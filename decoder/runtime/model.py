@@ -37,8 +37,8 @@ import torch
 
 from lookahead_lsp.decoder.kernels.isa import bf16_allowed
 from lookahead_lsp.decoder.kernels.woq_native import native_kernel
-from lookahead_lsp.decoder.runtime import attention
 from lookahead_lsp.decoder.runtime.cpu_linear import use_onednn_linear
+from lookahead_lsp.decoder.runtime.native_model import NativeQwen2
 from lookahead_lsp.decoder.runtime.packed_model import (
     cached_packed_state,
     ensure_packed,
@@ -50,6 +50,7 @@ from lookahead_lsp.decoder.runtime.packed_model import (
     prefill_twin,
 )
 from lookahead_lsp.decoder.runtime.prefill import use_prefill_model
+from lookahead_lsp.decoder.runtime.tokenizer import load_tokenizer
 from lookahead_lsp.decoder.weights.cache import cache_root
 from lookahead_lsp.decoder.weights.dense import ConvertedCheckpoint, dense_dir
 from lookahead_lsp.decoder.weights.embedded import (
@@ -399,7 +400,7 @@ def load_model(
     fast_dtype = resolve_prefill_dtype(prefill_dtype, resolved_device, resolved_dtype, native_codes=native_codes)
     if progress is not None:
         progress(f"loading the model from {where}", None)
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
     def load_weights(in_dtype: torch.dtype) -> Any:
         found = AutoModelForCausalLM.from_pretrained(
@@ -413,7 +414,7 @@ def load_model(
         return found
 
     try:
-        tokenizer = AutoTokenizer.from_pretrained(where, local_files_only=True)
+        tokenizer = load_tokenizer(where, source)
         if packed:
             report = progress or (lambda message, _fraction: logger.info("%s", message))
             state = cached_packed_state(cache_root(), Path(where).name, _gguf_producer(spec), report)
@@ -466,7 +467,8 @@ def _load_packed(
     from transformers import AutoConfig
 
     config = AutoConfig.from_pretrained(where, local_files_only=True)
-    model, counts = packed_skeleton(config, state, attn_implementation, native=native)
+    light = fast_dtype is None  # a prefill twin runs transformers' forward: it needs transformers' model
+    model, counts = packed_skeleton(config, state, attn_implementation, native=native, light=light)
     if isinstance(state, MappedState):
         state.drop_pages()  # what the model keeps of it (the embedding's codes) is read again row by row
     with ConvertedCheckpoint(Path(where), dense_source) as checkpoint:
@@ -482,7 +484,11 @@ def prepare_for_inference(model: Any, device: torch.device, attn_implementation:
     (:mod:`decoder.cpu_linear`), or where those are missing the matrix-vector-friendly weight layout."""
     model.eval()
     model.requires_grad_(False)
+    if isinstance(model, NativeQwen2):  # no forward of its own: the native pass runs it
+        return
     if attn_implementation == ATTN_IMPLEMENTATION:
+        from lookahead_lsp.decoder.runtime import attention  # imports transformers' masking code: only here
+
         model.set_attn_implementation(attention.register())
     if device.type == "cpu" and use_onednn_linear(model) == 0:
         transpose_linear_weights(model)

@@ -34,6 +34,8 @@ from safetensors.torch import save_file
 
 from lookahead_lsp.decoder.kernels.woq_layout import groups_from_state, woq_state
 from lookahead_lsp.decoder.kernels.woq_native import WoqKernel, native_kernel
+from lookahead_lsp.decoder.runtime.native_model import NativeQwen2, light_config
+from lookahead_lsp.decoder.runtime.native_pass import qualifies
 from lookahead_lsp.decoder.runtime.packed_linear import (
     PackedEmbedding,
     PackedLinear,
@@ -234,11 +236,27 @@ def use_packed(
 
 
 def packed_skeleton(
-    config: Any, state: State, attn_implementation: str, *, native: bool = True, kernel: WoqKernel | None = None
+    config: Any,
+    state: State,
+    attn_implementation: str,
+    *,
+    native: bool = True,
+    kernel: WoqKernel | None = None,
+    light: bool = False,
 ) -> tuple[torch.nn.Module, dict[str, int]]:
     """A float32 model of ``config`` built on the meta device with the packed modules of ``state`` put in:
     no float copy of its matrices is ever allocated (for the 1.5B model that copy would be 6 GB). Its other
-    tensors (norms, biases) are still on the meta device: :func:`fill_from_checkpoint`."""
+    tensors (norms, biases) are still on the meta device: :func:`fill_from_checkpoint`.
+
+    ``light``: a :class:`NativeQwen2` (no transformers modeling code imported) where the native pass will run
+    every pass of it (:func:`light_config`, every matrix on the native kernel), else transformers' model."""
+    kernel = kernel or (native_kernel() if native else None)
+    if light and kernel is not None and light_config(config):
+        tree = NativeQwen2(config)
+        counts = use_packed(tree, state, native=native, kernel=kernel)
+        if qualifies(tree, kernel):
+            return tree, counts
+        logger.info("GGUF weights: not every matrix on the native kernel; building transformers' model")
     from transformers import AutoModelForCausalLM
 
     with torch.device("meta"):

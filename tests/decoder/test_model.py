@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from lookahead_lsp.decoder.forward import cache_argument
+from lookahead_lsp.decoder.greedy import GreedyDecoder
 from lookahead_lsp.decoder.runtime.model import (
     LoadedModel,
     ModelLoadError,
@@ -23,6 +24,7 @@ from lookahead_lsp.decoder.runtime.model import (
     resolve_dtype,
     stop_token_ids,
 )
+from lookahead_lsp.decoder.types import DecodeRequest
 from lookahead_lsp.decoder.weights.embedded import EMBEDDED, assemble
 
 
@@ -208,10 +210,9 @@ def embedded() -> Iterator[LoadedModel]:
 
 
 def _greedy_next(loaded: LoadedModel, text: str) -> str:
-    ids = loaded.tokenizer(text, return_tensors="pt").input_ids
-    with torch.inference_mode():
-        token = int(loaded.model(input_ids=ids).logits[0, -1].argmax())
-    return str(loaded.tokenizer.decode([token]))
+    ids = loaded.tokenizer(text).input_ids
+    token = GreedyDecoder(loaded.model).generate(DecodeRequest(ids, max_new_tokens=1)).token_ids
+    return str(loaded.tokenizer.decode(token))
 
 
 @pytest.mark.real_model
