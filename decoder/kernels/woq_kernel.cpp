@@ -709,6 +709,21 @@ static inline void group_dots(const uint8_t* c, const int8_t* q, const int32_t* 
 // q + m * GROUP
 template <int LAYOUT, int MT>
 static inline void group_dots(const uint8_t* c, const int8_t* q, const int32_t*, I8* dot) {
+    if constexpr (MT == 1) {  // one row: two chains of four dots (even and odd chunks), not one of eight
+        __m256i even = _mm256_setzero_si256(), odd = _mm256_setzero_si256();
+#pragma GCC unroll 4
+        for (int k = 0; k < CHUNKS; k += 2) {
+#if WOQ_VNNI == 2
+            even = _mm256_dpbusd_epi32(even, chunk<LAYOUT>(c, k), broadcast4(q + 4 * k));
+            odd = _mm256_dpbusd_epi32(odd, chunk<LAYOUT>(c, k + 1), broadcast4(q + 4 * k + 4));
+#else
+            even = _mm256_dpbusd_avx_epi32(even, chunk<LAYOUT>(c, k), broadcast4(q + 4 * k));
+            odd = _mm256_dpbusd_avx_epi32(odd, chunk<LAYOUT>(c, k + 1), broadcast4(q + 4 * k + 4));
+#endif
+        }
+        dot[0] = _mm256_add_epi32(even, odd);  // exact integers: the same sum in any order
+        return;
+    }
     for (int m = 0; m < MT; m++) dot[m] = _mm256_setzero_si256();
 #pragma GCC unroll 8
     for (int k = 0; k < CHUNKS; k++) {
@@ -834,6 +849,7 @@ __attribute__((noinline)) static void block(const Tiled& w, int64_t t, const Act
     F8 acc[MT];
     for (int m = 0; m < MT; m++) acc[m] = f_zero();
     F8 d_super = f_zero(), min_super = f_zero();  // K-quants, Q6_K: the rows' values of the current super-block
+    const int64_t first = a.index(m0, 0), step = a.index(m0, 1) - first;  // row m0's groups lie `step` apart
     for (int64_t g = 0; g < G; g++) {
         const uint8_t* p = w.data + (t * G + g) * w.block;
 #if WOQ_SIMD
@@ -844,7 +860,7 @@ __attribute__((noinline)) static void block(const Tiled& w, int64_t t, const Act
 #elif WOQ_NEON
         for (int64_t ahead = 0; ahead < w.block; ahead += 64) __builtin_prefetch(p + PREFETCH_BLOCKS * w.block + ahead, 0, 3);
 #endif
-        const int64_t at = a.index(m0, g);  // row m0's group g; row m0 + m's is m after it (its block's MT rows)
+        const int64_t at = first + g * step;  // row m0's group g; row m0 + m's is m after it (its block's MT rows)
         I8 dot[MT];
         if (g % SUPER == 0 && (LAYOUT == SIX_BITS || (!KEPT && w.mode == K_QUANT))) {
             d_super = super_scales(p, w.block, LAYOUT == SIX_BITS ? SIX_D_AT : K_D_AT);
