@@ -103,7 +103,7 @@ class ModelLoadError(Exception):
 class LoadedModel:
     """A model ready for inference (eval mode, on its device) and its tokenizer."""
 
-    model: Any  # a transformers causal LM (Qwen2ForCausalLM for every supported spec)
+    model: Any  # transformers' Qwen2ForCausalLM, or on the native pass alone its module tree (NativeQwen2)
     tokenizer: Any  # a transformers fast tokenizer
     device: torch.device
     dtype: torch.dtype
