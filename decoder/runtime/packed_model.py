@@ -47,7 +47,7 @@ from lookahead_lsp.decoder.runtime.woq_layer import WoqLinear
 from lookahead_lsp.decoder.weights.gguf_blocks import GROUP, AffineGroups, SixBitGroups, read_blocks
 from lookahead_lsp.decoder.weights.gguf_file import read_gguf
 from lookahead_lsp.decoder.weights.gguf_names import module_name
-from lookahead_lsp.decoder.weights.mapped_state import map_state
+from lookahead_lsp.decoder.weights.mapped_state import MappedState, map_state
 
 logger = logging.getLogger(__name__)
 
@@ -227,6 +227,8 @@ def use_packed(
             if parts:
                 replacement, kind = gguf_linear(parts, bias, kernel)
                 counts[kind] += 1
+                if isinstance(state, MappedState):  # read once into tiles: its pages can go now, not at the end
+                    state.drop_tensors(parts.values())
             elif f"{name}.dense" in state:
                 replacement = DenseLinear(state[f"{name}.dense"], bias)
                 counts["bf16"] += 1

@@ -21,6 +21,7 @@ import json
 import mmap
 import struct
 import weakref
+from collections.abc import Iterable
 from pathlib import Path
 
 import torch
@@ -49,6 +50,26 @@ class MappedState(dict[str, torch.Tensor]):
     def drop_pages(self) -> bool:
         """Give back the resident pages of the map (the tensors stay valid); whether the hint exists here."""
         return _drop(self.mapping)
+
+    def drop_tensors(self, tensors: Iterable[torch.Tensor]) -> int:
+        """Give back the resident pages under ``tensors`` (those of this map; the pages they share with a
+        neighbour too: it reads them again if it needs them), leaving the rest of the map as it is: a model
+        built weight by weight then holds one weight's pages at a time beside what it made of them. Returns
+        the bytes advised (0 where the hint does not exist here)."""
+        drop = getattr(mmap, "MADV_DONTNEED", None)
+        span = _MAPPINGS.get(self.mapping)
+        if drop is None or span is None or not hasattr(self.mapping, "madvise") or self.mapping.closed:
+            return 0
+        advised = 0
+        for tensor in tensors:
+            begin = tensor.data_ptr() - span[0]
+            end = begin + tensor.untyped_storage().nbytes()
+            if tensor.numel() == 0 or begin < 0 or end > span[1] - span[0]:
+                continue
+            first = begin // mmap.PAGESIZE * mmap.PAGESIZE
+            self.mapping.madvise(drop, first, end - first)
+            advised += end - first
+        return advised
 
 
 _MAPPINGS: weakref.WeakKeyDictionary[mmap.mmap, tuple[int, int]] = weakref.WeakKeyDictionary()

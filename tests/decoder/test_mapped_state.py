@@ -71,6 +71,20 @@ def test_dropped_pages_leave_the_process_and_come_back_when_read(tmp_path: Path)
 
 
 @linux
+def test_dropping_some_tensors_gives_back_their_pages_and_keeps_the_others(tmp_path: Path) -> None:
+    path = tmp_path / "two.safetensors"
+    first, second = torch.arange(2 * MB, dtype=torch.int32), -torch.arange(2 * MB, dtype=torch.int32)  # 8 MB each
+    save_file({"first": first, "second": second}, str(path))
+    state = map_state(path)
+    assert torch.equal(state["first"], first) and torch.equal(state["second"], second)  # every page read
+    assert memory.mapped_files()[str(path)] >= 16 * MB
+    assert state.drop_tensors([state["first"]]) >= 8 * MB
+    assert 7 * MB <= memory.mapped_files()[str(path)] <= 9 * MB  # the second's pages (one shared page at most)
+    assert torch.equal(state["first"], first)  # read again from the page cache
+    assert state.drop_tensors([torch.zeros(4)]) == 0  # not of this map: nothing advised
+
+
+@linux
 @pytest.mark.skipif(built_kernel() is None, reason="the native kernel does not build here")
 def test_a_model_built_from_the_cache_keeps_none_of_it_resident(tmp_path: Path) -> None:
     gguf = tmp_path / "tiny.gguf"
