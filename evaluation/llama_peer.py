@@ -225,10 +225,10 @@ def sweep(args: argparse.Namespace) -> str:
 
 
 def _tokenizer() -> Any:
-    from lookahead_lsp.decoder.runtime.tokenizer import load_tokenizer
+    from lookahead_lsp.decoder.runtime.tokenizer import converted_tokenizer
     from lookahead_lsp.decoder.weights.embedded import ensure_converted
 
-    return load_tokenizer(str(ensure_converted()), "embedded-cache")
+    return converted_tokenizer(ensure_converted())
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -17,11 +17,18 @@ CONVERTED_SOURCES = frozenset({"embedded-cache", "embedded-converted", "gguf-cac
 """The load sources (decoder.runtime.model.resolve_spec) whose directory this project's conversion wrote."""
 
 
-def load_tokenizer(where: str, source: str) -> Any:
-    """The tokenizer in ``where`` (a directory, or a Hugging Face id in the local cache), loaded from its
-    ``tokenizer.json`` alone where ``source`` is one of :data:`CONVERTED_SOURCES`."""
-    from transformers import AutoTokenizer, PreTrainedTokenizerFast
+def converted_tokenizer(directory: Path) -> Any:
+    """The tokenizer of a directory this project's conversion wrote, from its ``tokenizer.json`` alone."""
+    from transformers import PreTrainedTokenizerFast
 
+    return PreTrainedTokenizerFast.from_pretrained(str(directory), local_files_only=True)
+
+
+def load_tokenizer(where: str, source: str) -> Any:
+    """The tokenizer in ``where`` (a directory, or a Hugging Face id in the local cache): the converted one where
+    ``source`` is one of :data:`CONVERTED_SOURCES` and the file is there, else ``AutoTokenizer``'s."""
     if source in CONVERTED_SOURCES and (Path(where) / "tokenizer.json").is_file():
-        return PreTrainedTokenizerFast.from_pretrained(where, local_files_only=True)
+        return converted_tokenizer(Path(where))
+    from transformers import AutoTokenizer
+
     return AutoTokenizer.from_pretrained(where, local_files_only=True)

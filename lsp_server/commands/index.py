@@ -16,7 +16,7 @@ from transformers import AutoTokenizer
 
 from lookahead_lsp.context.workspace import WorkspaceConfig
 from lookahead_lsp.context.workspace_index import WorkspaceIndex
-from lookahead_lsp.decoder.runtime.tokenizer import load_tokenizer as runtime_tokenizer
+from lookahead_lsp.decoder.runtime.tokenizer import converted_tokenizer
 from lookahead_lsp.decoder.weights.embedded import embedded_parts, ensure_converted
 from lookahead_lsp.lsp_server.cli import UsageError
 
@@ -36,7 +36,7 @@ def load_tokenizer(spec: str) -> Any:
     """The tokenizer of a model spec, without its weights."""
     parts = embedded_parts(spec)
     if parts is not None:
-        return runtime_tokenizer(str(ensure_converted(parts=parts)), "embedded-cache")
+        return converted_tokenizer(ensure_converted(parts=parts))
     if spec.endswith(".gguf"):
         raise UsageError("--model: for a .gguf, pass the converted directory (see `lookahead-lsp model`)")
     try:
