@@ -18,20 +18,19 @@ from typing import Any
 import torch
 from torch import nn
 
+from lookahead_lsp.decoder.runtime.native_pass import head_dim, native_config
+
 
 def light_config(config: Any) -> bool:
-    """Whether :class:`NativeQwen2` can stand for transformers' model of ``config``: a Qwen2 with the default
-    rotary embedding, SiLU, no sliding window, and widths the native pass takes."""
+    """Whether :class:`NativeQwen2` can stand for transformers' model of ``config``: one the native pass computes
+    (:func:`native_config`), with the default rotary embedding and heads the native attention takes (a multiple
+    of 16 wide, as :func:`decoder.forward.native_attention` asks)."""
     rope = getattr(config, "rope_parameters", None) or {}
-    width = int(getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads)
     return (
-        getattr(config, "model_type", None) == "qwen2"
+        native_config(config)
         and rope.get("rope_type", "default") == "default"
         and "rope_theta" in rope
-        and not getattr(config, "use_sliding_window", False)
-        and getattr(config, "hidden_act", "silu") == "silu"
-        and config.hidden_size % 16 == 0
-        and width % 16 == 0
+        and head_dim(config) % 16 == 0
     )
 
 
@@ -104,9 +103,8 @@ class NativeQwen2(nn.Module):
     def __init__(self, config: Any) -> None:
         super().__init__()
         self.config = config
-        hidden, heads = int(config.hidden_size), int(config.num_attention_heads)
-        width = int(getattr(config, "head_dim", None) or hidden // heads)
-        q_width, kv_width = heads * width, int(config.num_key_value_heads) * width
+        hidden, width = int(config.hidden_size), head_dim(config)
+        q_width, kv_width = int(config.num_attention_heads) * width, int(config.num_key_value_heads) * width
         with torch.device("meta"):
             layers = [
                 _layer(hidden, int(config.intermediate_size), q_width, kv_width)

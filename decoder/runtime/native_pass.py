@@ -138,15 +138,24 @@ MATRICES = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_at
 """Each decoder layer's matrices, as transformers' Qwen2 names them."""
 
 
+def native_config(config: Any) -> bool:
+    """Whether a model of ``config`` is one :class:`NativePass` computes: a Qwen2 with SiLU, no sliding window
+    and a hidden width the kernels take (its weights are :func:`qualifies`' part)."""
+    return (
+        getattr(config, "model_type", None) == "qwen2"
+        and not getattr(config, "use_sliding_window", False)
+        and getattr(config, "hidden_act", "silu") == "silu"
+        and config.hidden_size % 16 == 0
+    )
+
+
 def qualifies(model: torch.nn.Module, kernel: WoqKernel) -> bool:
     """Whether :class:`NativePass` computes what transformers' Qwen2 forward computes for ``model``."""
     config = getattr(model, "config", None)
     inner = getattr(model, "model", None)
-    if config is None or inner is None or getattr(config, "model_type", None) != "qwen2":
+    if config is None or inner is None or not native_config(config):
         return False
-    if getattr(config, "use_sliding_window", False) or getattr(config, "hidden_act", "silu") != "silu":
-        return False
-    if config.hidden_size % 16 or next(model.parameters()).dtype != torch.float32:
+    if next(model.parameters()).dtype != torch.float32:
         return False
     linears = [model.lm_head] + [layer.get_submodule(name) for layer in inner.layers for name in MATRICES]
     return all(isinstance(m, WoqLinear) and m.kernel is kernel for m in linears)

@@ -56,9 +56,8 @@ class MappedState(dict[str, torch.Tensor]):
         neighbour too: it reads them again if it needs them), leaving the rest of the map as it is: a model
         built weight by weight then holds one weight's pages at a time beside what it made of them. Returns
         the bytes advised (0 where the hint does not exist here)."""
-        drop = getattr(mmap, "MADV_DONTNEED", None)
-        span = _MAPPINGS.get(self.mapping)
-        if drop is None or span is None or not hasattr(self.mapping, "madvise") or self.mapping.closed:
+        drop, span = _dont_need(self.mapping), _MAPPINGS.get(self.mapping)
+        if drop is None or span is None:
             return 0
         advised = 0
         for tensor in tensors:
@@ -76,9 +75,15 @@ _MAPPINGS: weakref.WeakKeyDictionary[mmap.mmap, tuple[int, int]] = weakref.WeakK
 """Every map still alive and its address range."""
 
 
+def _dont_need(mapping: mmap.mmap) -> int | None:
+    """``MADV_DONTNEED`` where ``mapping`` can take that hint here (an open map, a system that has it), else None."""
+    drop = getattr(mmap, "MADV_DONTNEED", None)
+    return None if drop is None or not hasattr(mapping, "madvise") or mapping.closed else int(drop)
+
+
 def _drop(mapping: mmap.mmap) -> bool:
-    drop, random = getattr(mmap, "MADV_DONTNEED", None), getattr(mmap, "MADV_RANDOM", None)
-    if drop is None or not hasattr(mapping, "madvise") or mapping.closed:
+    drop, random = _dont_need(mapping), getattr(mmap, "MADV_RANDOM", None)
+    if drop is None:
         return False
     mapping.madvise(drop)
     if random is not None:
