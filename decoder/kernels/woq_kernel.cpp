@@ -705,6 +705,15 @@ static inline void group_dots(const uint8_t* c, const int8_t* q, const int32_t* 
 #endif
 
 #if WOQ_VNNI
+// acc plus, in each int32 lane, the dot of its 4 unsigned codes with the 4 signed activation bytes of q
+static inline __m256i dot4(__m256i acc, __m256i codes, __m256i q) {
+#if WOQ_VNNI == 2
+    return _mm256_dpbusd_epi32(acc, codes, q);
+#else
+    return _mm256_dpbusd_avx_epi32(acc, codes, q);
+#endif
+}
+
 // each row's exact integer dots of the tile-group's codes with its 32 activations (as group_dot); row m's at
 // q + m * GROUP
 template <int LAYOUT, int MT>
@@ -713,13 +722,8 @@ static inline void group_dots(const uint8_t* c, const int8_t* q, const int32_t*,
         __m256i even = _mm256_setzero_si256(), odd = _mm256_setzero_si256();
 #pragma GCC unroll 4
         for (int k = 0; k < CHUNKS; k += 2) {
-#if WOQ_VNNI == 2
-            even = _mm256_dpbusd_epi32(even, chunk<LAYOUT>(c, k), broadcast4(q + 4 * k));
-            odd = _mm256_dpbusd_epi32(odd, chunk<LAYOUT>(c, k + 1), broadcast4(q + 4 * k + 4));
-#else
-            even = _mm256_dpbusd_avx_epi32(even, chunk<LAYOUT>(c, k), broadcast4(q + 4 * k));
-            odd = _mm256_dpbusd_avx_epi32(odd, chunk<LAYOUT>(c, k + 1), broadcast4(q + 4 * k + 4));
-#endif
+            even = dot4(even, chunk<LAYOUT>(c, k), broadcast4(q + 4 * k));
+            odd = dot4(odd, chunk<LAYOUT>(c, k + 1), broadcast4(q + 4 * k + 4));
         }
         dot[0] = _mm256_add_epi32(even, odd);  // exact integers: the same sum in any order
         return;
@@ -729,11 +733,7 @@ static inline void group_dots(const uint8_t* c, const int8_t* q, const int32_t*,
     for (int k = 0; k < CHUNKS; k++) {
         const __m256i codes = chunk<LAYOUT>(c, k);
         for (int m = 0; m < MT; m++) {
-#if WOQ_VNNI == 2
-            dot[m] = _mm256_dpbusd_epi32(dot[m], codes, broadcast4(q + m * GROUP + 4 * k));
-#else
-            dot[m] = _mm256_dpbusd_avx_epi32(dot[m], codes, broadcast4(q + m * GROUP + 4 * k));
-#endif
+            dot[m] = dot4(dot[m], codes, broadcast4(q + m * GROUP + 4 * k));
             in_register(dot[m]);
         }
     }
