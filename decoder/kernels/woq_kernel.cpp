@@ -186,6 +186,17 @@ static inline __m256i broadcast4(const int8_t* q) {
     return _mm256_set1_epi32(v);
 }
 
+#if WOQ_VNNI
+// acc plus, in each int32 lane, the dot of its 4 unsigned codes with the 4 signed activation bytes of q
+static inline __m256i dot4(__m256i acc, __m256i codes, __m256i q) {
+#if WOQ_VNNI == 2
+    return _mm256_dpbusd_epi32(acc, codes, q);
+#else
+    return _mm256_dpbusd_avx_epi32(acc, codes, q);
+#endif
+}
+#endif
+
 typedef __m256i I8;  // eight int32 dots, one per weight row of a tile
 
 struct F8 {
@@ -427,14 +438,16 @@ static inline int32_t group_codes(const float* p, float inv, int8_t* q) {
 #endif
 
 // The centring of a Q6_K half-group for the x86 levels' products of unsigned codes (six_half): -32 times the
-// sums of the activations that each 16-bit lane of a chunk's maddubs pairs, (q[4k] + q[4k + 1], q[4k + 2] +
-// q[4k + 3]) over the half's chunks k, as two int16 in one int32 (|.| <= 32 * 8 * 127 = 32512).
+// sums of the half's activations. With VNNI one int32 (each lane's dots sum all 16 products); without, the sums
+// that each 16-bit lane of a chunk's maddubs pairs, (q[4k] + q[4k + 1], q[4k + 2] + q[4k + 3]) over the half's
+// chunks k, as two int16 in one int32 (|.| <= 32 * 8 * 127 = 32512).
 static inline int32_t six_centre(const int8_t* q, int half) {
     int32_t low = 0, high = 0;
     for (int k = 4 * half; k < 4 * half + 4; k++) {
         low += q[4 * k] + q[4 * k + 1];
         high += q[4 * k + 2] + q[4 * k + 3];
     }
+    if (WOQ_VNNI) return -SIX_ZERO * (low + high);
     return (int32_t)(uint16_t)(int16_t)(-SIX_ZERO * low) | (int32_t)((uint32_t)(uint16_t)(int16_t)(-SIX_ZERO * high) << 16);
 }
 
@@ -536,12 +549,33 @@ static inline __m256i sub_pairs(const uint8_t* p) {
     return _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(bytes, bytes));
 }
 
+// one chunk's products of unsigned codes and activation bytes added to a half's sums (VNNI: int32 dots; else
+// maddubs pairs summed in 16 bits)
+static inline __m256i six_add(__m256i sums, __m256i codes, __m256i q) {
+#if WOQ_VNNI
+    return dot4(sums, codes, q);
+#else
+    return _mm256_add_epi16(sums, _mm256_maddubs_epi16(codes, q));
+#endif
+}
+
+// a half's sums times the 8 rows' signed sub-block scales at p, into 32 bits (VNNI: int32 products; else madd of
+// the two 16-bit sums of a lane)
+static inline __m256i six_scaled(__m256i sums, const uint8_t* p) {
+#if WOQ_VNNI
+    return _mm256_mullo_epi32(sums, _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i*)p)));
+#else
+    return _mm256_madd_epi16(sums, sub_pairs(p));
+#endif
+}
+
 // half H of a Q6_K group (chunks 4H .. 4H + 3): each row's codes as they are (unsigned) times its activations,
-// summed in 16 bits from the half's centring (-32 times the activations' sums: six_centre), so each lane ends at
-// the centred codes' sum; then by madd times the weight rows' sub-block scales into 32 bits, added to dot (H = 1)
-// or put there (H = 0). Exact: no product saturates (a maddubs pair is at most 2 * 63 * 127), and a lane's final
-// sum, the centred codes' products, is at most 4 * 2 * 32 * 127 < 2^15 (16-bit adds wrap: the order of the terms
-// does not matter).
+// from the half's centring (-32 times the activations' sums: six_centre), so each lane ends at the centred codes'
+// sum; then times the weight rows' sub-block scales, added to dot (H = 1) or put there (H = 0). With VNNI the
+// sums are int32 (|.| <= 16 * 63 * 127) and the scales multiply them as int32. Without, they are 16-bit sums
+// of maddubs pairs, multiplied by madd into 32 bits. Exact either way: no product saturates (a maddubs pair is
+// at most 2 * 63 * 127), and a 16-bit lane's final sum, the centred codes' products, is at most 4 * 2 * 32 * 127
+// < 2^15 (16-bit adds wrap: the order of the terms does not matter).
 template <int MT, int H>
 static inline void six_half(const uint8_t* p, const uint8_t* c, const int8_t* q, const int32_t* centre, I8* dot) {
     __m256i sums[MT];
@@ -550,14 +584,13 @@ static inline void six_half(const uint8_t* p, const uint8_t* c, const int8_t* q,
     for (int k = 4 * H; k < 4 * H + 4; k++) {
         const __m256i codes = six_chunk(c, k);
         for (int m = 0; m < MT; m++) {
-            sums[m] = _mm256_add_epi16(sums[m], _mm256_maddubs_epi16(codes, broadcast4(q + m * GROUP + 4 * k)));
+            sums[m] = six_add(sums[m], codes, broadcast4(q + m * GROUP + 4 * k));
             in_register(sums[m]);
         }
     }
-    const __m256i scales = sub_pairs(p + LANES * H);
     for (int m = 0; m < MT; m++) {
-        const __m256i wide = _mm256_madd_epi16(sums[m], scales);
-        dot[m] = H ? _mm256_add_epi32(dot[m], wide) : wide;
+        const __m256i scaled = six_scaled(sums[m], p + LANES * H);
+        dot[m] = H ? _mm256_add_epi32(dot[m], scaled) : scaled;
     }
 }
 
@@ -705,15 +738,6 @@ static inline void group_dots(const uint8_t* c, const int8_t* q, const int32_t* 
 #endif
 
 #if WOQ_VNNI
-// acc plus, in each int32 lane, the dot of its 4 unsigned codes with the 4 signed activation bytes of q
-static inline __m256i dot4(__m256i acc, __m256i codes, __m256i q) {
-#if WOQ_VNNI == 2
-    return _mm256_dpbusd_epi32(acc, codes, q);
-#else
-    return _mm256_dpbusd_avx_epi32(acc, codes, q);
-#endif
-}
-
 // each row's exact integer dots of the tile-group's codes with its 32 activations (as group_dot); row m's at
 // q + m * GROUP
 template <int LAYOUT, int MT>
