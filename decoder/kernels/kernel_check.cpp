@@ -20,27 +20,7 @@
 #include <string>
 #include <vector>
 
-extern "C" {
-struct Job {  // as woq_kernel.cpp's
-    const uint8_t* tiles;
-    const float* bias;
-    int64_t layout, mode, rows, groups, column;
-    float zero;
-};
-int woq_linear(const float* x, int64_t batch, const Job* jobs, int count, float* out, int64_t out_cols, int threads);
-int woq_dequantize(const Job* job, float* out32, uint16_t* out16, int threads);
-int64_t woq_block_bytes(int64_t layout, int64_t mode);
-const char* woq_isa(void);
-int row_attention(const float* q, int64_t rows, int64_t heads, int64_t kv_heads, int64_t dim, const float* k,
-                  int64_t k_head_stride, int64_t k_pos_stride, const float* v, int64_t v_head_stride,
-                  int64_t v_pos_stride, const int64_t* prefix, const int64_t* extra_start, const int64_t* extra,
-                  float scale, float* out, int threads);
-int residual_rms_norm(float* residual, const float* delta, int64_t rows, int64_t cols, const float* weight,
-                      float eps, float* out);
-int rope_rows(float* x, int64_t rows, int64_t heads, int64_t dim, int64_t row_stride, const float* cos,
-              const float* sin);
-int swiglu_rows(const float* gate_up, int64_t rows, int64_t inter, float* out, int threads);
-}
+#include "kernel_api.h"
 
 static const int THREADS = 2;
 

@@ -11,6 +11,7 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "kernel_api.h"
 #include "native_math.h"
 
 static const int NORM_LANES = 16;

@@ -20,6 +20,7 @@
 
 #include <vector>
 
+#include "kernel_api.h"
 #include "native_math.h"
 
 static const int LANES = 16;  // partial sums of a dot product

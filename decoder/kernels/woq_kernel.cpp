@@ -42,6 +42,8 @@
 
 #include <vector>
 
+#include "kernel_api.h"
+
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #include <immintrin.h>
 #define WOQ_SIMD 1
@@ -951,15 +953,6 @@ static void weight_tiles(const Tiled& w, const Activations& a) {
         for (int64_t m0 = 0; m0 < a.batch; m0 += ROW_TILE) row_block<LAYOUT, true>(w, t0, t1, a, m0, scales.data());
     }
 }
-
-// One weight of a product (decoder/woq_linear.py: WoqJob mirrors it): its tiles, their layout and scale mode,
-// and the output columns column .. column + rows - 1 its results go to.
-struct Job {
-    const uint8_t* tiles;
-    const float* bias;  // rows float32, or null
-    int64_t layout, mode, rows, groups, column;
-    float zero;
-};
 
 // a layout and scale mode the kernel reads (Q6_K's only together; Q6_K and K-quants in whole super-blocks)
 static bool known(int64_t layout, int64_t mode, int64_t groups) {

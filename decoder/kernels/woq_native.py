@@ -1,5 +1,6 @@
 """kernels: the native CPU kernels, built once per machine and loaded with ctypes: the weight-only-quantized matrix
-product (decoder/woq_kernel.cpp) and the decoding passes' row attention (decoder/row_kernel.cpp).
+product (decoder/woq_kernel.cpp), the decoding passes' row attention (decoder/row_kernel.cpp), the per-row steps
+(decoder/layer_kernel.cpp) and a whole decoder layer made of them (decoder/pass_kernel.cpp).
 
 The library is compiled on first use with the machine's C++ compiler for one instruction-set level
 (decoder/kernels/isa.py: on x86-64 scalar C++, AVX2 + FMA, AVX2 + AVX-VNNI, AVX-512 VNNI; on ARM64 scalar C++,
@@ -28,6 +29,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
@@ -40,12 +42,67 @@ from lookahead_lsp.decoder.weights.gguf_blocks import AffineGroups, SixBitGroups
 
 logger = logging.getLogger(__name__)
 
-SOURCES = ("woq_kernel.cpp", "row_kernel.cpp", "layer_kernel.cpp")  # matrix products, attention, per-row steps
-HEADERS = ("native_math.h",)  # included by the sources: part of the build's key, never compiled alone
+# matrix products, attention, per-row steps, a whole layer
+SOURCES = ("woq_kernel.cpp", "row_kernel.cpp", "layer_kernel.cpp", "pass_kernel.cpp")
+HEADERS = ("native_math.h", "kernel_api.h")  # included by the sources: part of the build's key, never compiled alone
 # the numerics, the same for every build of every level (a multiply and an add stay two roundings unless the
 # source writes fmaf, whatever the compiler's default contraction)
 FLAGS = ("-O3", "-std=c++17", "-ffp-contract=off", "-fno-trapping-math")
 OFF_ENV = "LOOKAHEAD_LSP_NATIVE"
+
+
+class ProductRef(ctypes.Structure):
+    """A :class:`WoqProduct` as decoder/kernels/kernel_api.h's ``Product`` holds it (its jobs, their count, the
+    output's width)."""
+
+    _fields_ = [("jobs", ctypes.c_void_p), ("count", ctypes.c_int64), ("rows", ctypes.c_int64)]
+
+
+class LayerWeights(ctypes.Structure):
+    """One decoder layer as decoder/kernels/kernel_api.h's ``Layer`` holds it (same fields, same order): raw
+    pointers, so whoever makes one keeps its products and norms alive (:func:`layer_weights`)."""
+
+    _fields_ = [
+        ("qkv", ProductRef),
+        ("o", ProductRef),
+        ("gate_up", ProductRef),
+        ("down", ProductRef),
+        ("post_norm", ctypes.c_void_p),
+        ("next_norm", ctypes.c_void_p),
+        ("hidden", ctypes.c_int64),
+        ("heads", ctypes.c_int64),
+        ("kv_heads", ctypes.c_int64),
+        ("dim", ctypes.c_int64),
+        ("eps", ctypes.c_float),
+        ("scale", ctypes.c_float),
+    ]
+
+
+@dataclass(frozen=True)
+class LayerShape:
+    """The attention's shape and the norms' epsilon, the same for every layer of a model."""
+
+    hidden: int
+    heads: int
+    kv_heads: int
+    dim: int
+    eps: float
+    scale: float
+
+
+def layer_weights(
+    products: tuple[WoqProduct, WoqProduct, WoqProduct, WoqProduct],
+    post_norm: torch.Tensor,
+    next_norm: torch.Tensor,
+    shape: LayerShape,
+) -> LayerWeights:
+    """The :class:`LayerWeights` of a layer's products (q|k|v, o, gate|up, down) and its norms (float32
+    contiguous: the post-attention norm and the next layer's input norm, or the final norm after the last)."""
+    refs = [ProductRef(ctypes.cast(p.jobs, ctypes.c_void_p), len(p.jobs), p.rows) for p in products]
+    return LayerWeights(
+        *refs, post_norm.data_ptr(), next_norm.data_ptr(),
+        shape.hidden, shape.heads, shape.kv_heads, shape.dim, shape.eps, shape.scale,
+    )  # fmt: skip
 
 
 class WoqKernel:
@@ -67,7 +124,13 @@ class WoqKernel:
         self._rope.argtypes = [p, i64, i64, i64, i64, p, p]
         self._swiglu = lib.swiglu_rows
         self._swiglu.argtypes = [p, i64, i64, p, i32]
-        for fn in (self._linear, self._dequantize, self._attention, self._norm, self._rope, self._swiglu):
+        self._layer = lib.native_layer
+        layer = ctypes.POINTER(LayerWeights)
+        self._layer.argtypes = [layer, p, p, i64, p, p, p, i64, i64, p, i64, i64, i64, p, p, p, p, i32]
+        self._scratch = lib.layer_scratch_floats
+        self._scratch.argtypes = [layer, i64]
+        self._scratch.restype = ctypes.c_int64
+        for fn in (self._linear, self._dequantize, self._attention, self._norm, self._rope, self._swiglu, self._layer):
             fn.restype = ctypes.c_int
         lib.woq_isa.restype = ctypes.c_char_p
         self.isa: str = lib.woq_isa().decode()
@@ -139,6 +202,38 @@ class WoqKernel:
         if status != 0:
             raise ValueError(f"row_attention takes head sizes in sixteens, not {dim}")
         return out
+
+    def scratch_floats(self, weights: LayerWeights, rows: int) -> int:
+        """Floats of scratch that :meth:`layer` needs for a pass of ``rows`` rows."""
+        return int(self._scratch(ctypes.byref(weights), rows))
+
+    def layer(
+        self,
+        weights: LayerWeights,
+        residual: torch.Tensor,
+        x: torch.Tensor,
+        rotary: tuple[torch.Tensor, torch.Tensor],
+        cache: tuple[torch.Tensor, torch.Tensor],
+        keys: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
+        scratch: torch.Tensor,
+    ) -> None:
+        """One decoder layer of a pass in one call (decoder/kernels/pass_kernel.cpp): ``x`` (rows, hidden), the
+        layer's normed input, becomes the next layer's; ``residual`` is summed in place. ``rotary``: the rows'
+        (cos, sin) (rows, dim). ``cache``: the layer's (keys, values) views (kv_heads, held + rows, dim), dim
+        contiguous, whose last ``rows`` entries the pass's keys and values are written to. ``keys`` as
+        :meth:`attention`'s; ``scratch``: float32, at least :meth:`scratch_floats`."""
+        (key, value), (cos, sin), rows = cache, rotary, x.shape[0]
+        if key.stride(-1) != 1 or value.stride(-1) != 1 or scratch.numel() < self.scratch_floats(weights, rows):
+            raise ValueError("native_layer needs cache views with contiguous rows and scratch enough")
+        prefix, start, extra = keys
+        status = self._layer(
+            ctypes.byref(weights), residual.data_ptr(), x.data_ptr(), rows, cos.data_ptr(), sin.data_ptr(),
+            key.data_ptr(), key.stride(0), key.stride(1), value.data_ptr(), value.stride(0), value.stride(1),
+            key.shape[1] - rows, prefix.data_ptr(), start.data_ptr(), extra.data_ptr(), scratch.data_ptr(), _threads(),
+        )  # fmt: skip
+        if status != 0:
+            step = {-1: "a product's layout", -2: "attention's head size", -3: "the norm's width", -4: "the rotary"}
+            raise ValueError(f"native_layer cannot run this layer: {step.get(status, status)}")
 
     def dequantize(self, weight: WoqWeight, dtype: torch.dtype = torch.bfloat16) -> torch.Tensor:
         """The weight as a dense matrix (rows, cols) of ``dtype`` (bfloat16 or float32): for a prefill's dense

@@ -2,10 +2,14 @@
 
 Through transformers' module tree a one-token pass of the 0.5B model spends about 10 ms in Python on a
 2-core CPU (module calls, hooks, masks, rotary and norm ops, seven matrix calls a layer): a quarter of the
-pass at 1000 cached tokens. Here a pass is, per layer, six native calls and the cache write:
+pass at 1000 cached tokens. Here a layer is one native call (decoder/kernels/pass_kernel.cpp) after the cache
+makes room for the pass's entries:
 
-    norm(residual) -> q|k|v (one call: the input prepared once) -> rotary in place -> cache -> row attention
-    -> o -> residual + norm -> gate|up (one call) -> SwiGLU -> down
+    q|k|v (one product: the input prepared once) -> rotary in place -> k, v into the cache -> row attention
+    -> o -> residual + norm -> gate|up (one product) -> SwiGLU -> down -> residual + the next layer's norm
+
+(Called step by step from Python, the same steps cost about 3 ms more a pass of the 1.5B model: 10% of a
+one-token pass.)
 
 Every step computes each row of the pass on its own in one fixed sequence of operations (the matrix kernel,
 decoder/row_kernel.cpp, decoder/layer_kernel.cpp), so a lookahead row equals a one-token greedy pass bit for
@@ -27,7 +31,7 @@ import torch
 from transformers import DynamicCache
 
 from lookahead_lsp.decoder.kernels.woq_layout import WoqProduct
-from lookahead_lsp.decoder.kernels.woq_native import WoqKernel
+from lookahead_lsp.decoder.kernels.woq_native import LayerShape, WoqKernel, layer_weights
 from lookahead_lsp.decoder.runtime.row_attention import KeyPlan
 from lookahead_lsp.decoder.runtime.woq_layer import WoqLinear
 
@@ -82,6 +86,12 @@ class NativePass:
             )
             for layer in inner.layers
         ]
+        shape = LayerShape(int(config.hidden_size), self.heads, self.kv_heads, self.head_dim, self.eps, self.scale)
+        nexts = [layer.input_norm for layer in self.layers[1:]] + [self.final_norm]
+        self.weights = [  # what each layer's one native call reads (pointers into the tensors held above)
+            layer_weights((layer.qkv, layer.o, layer.gate_up, layer.down), layer.post_norm, after, shape)
+            for layer, after in zip(self.layers, nexts, strict=True)
+        ]
 
     def __call__(
         self,
@@ -96,29 +106,21 @@ class NativePass:
         the keys ``plan`` gives it; the cache grows by len(tokens) entries. ``last_only``: the last row's logits
         only, (1, vocab) (a prefill chunk). ``between_layers`` is called before each layer (it may raise to stop
         the pass: the caller then drops the entries the stopped pass left)."""
-        kernel, n, d = self.kernel, len(tokens), self.head_dim
-        q_width, kv_width = self.heads * d, self.kv_heads * d
+        kernel, n = self.kernel, len(tokens)
         ids = torch.tensor([list(tokens)], dtype=torch.long)
         residual = self.embed(ids)[0].float().clone()  # (n, hidden): the residual stream, summed in place
         cos, sin = self.rotary(residual, torch.tensor([list(positions)], dtype=torch.long))
-        cos, sin = cos[0].float().contiguous(), sin[0].float().contiguous()
+        rotary = (cos[0].float().contiguous(), sin[0].float().contiguous())
         keys = (plan.prefix, plan.start, plan.extra)
         x = torch.empty_like(residual)
         kernel.residual_norm(residual, None, self.layers[0].input_norm, self.eps, x)
-        for i, layer in enumerate(self.layers):
+        room = torch.empty(1, self.kv_heads, n, self.head_dim)  # the pass's cache entries, which each layer writes
+        scratch = torch.empty(kernel.scratch_floats(self.weights[0], n))
+        for i, weights in enumerate(self.weights):
             if between_layers is not None:
                 between_layers()
-            qkv = kernel.linear(x, layer.qkv)
-            kernel.rope(qkv, self.heads + self.kv_heads, d, cos, sin)  # q's heads then k's: rows of one stride
-            k = qkv[:, q_width : q_width + kv_width].view(n, self.kv_heads, d).transpose(0, 1)
-            v = qkv[:, q_width + kv_width :].view(n, self.kv_heads, d).transpose(0, 1)
-            all_k, all_v = cache.update(k[None], v[None], i)
-            attended = kernel.attention(qkv[:, :q_width].view(n, self.heads, d), all_k[0], all_v[0], keys, self.scale)
-            o = kernel.linear(attended.view(n, q_width), layer.o)
-            kernel.residual_norm(residual, o, layer.post_norm, self.eps, x)
-            down = kernel.linear(kernel.swiglu(kernel.linear(x, layer.gate_up)), layer.down)
-            after = self.layers[i + 1].input_norm if i + 1 < len(self.layers) else self.final_norm
-            kernel.residual_norm(residual, down, after, self.eps, x)
+            all_k, all_v = cache.update(room, room, i)
+            kernel.layer(weights, residual, x, rotary, (all_k[0], all_v[0]), keys, scratch)
         return kernel.linear(x[-1:] if last_only else x, self.head)
 
 

@@ -17,8 +17,9 @@ from lookahead_lsp.decoder.kernels.woq_layout import WoqProduct, woq_state
 from lookahead_lsp.decoder.kernels.woq_native import WoqKernel, built_kernel
 from lookahead_lsp.decoder.kv import PrefixKV
 from lookahead_lsp.decoder.lookahead import LookaheadDecoder
-from lookahead_lsp.decoder.runtime.native_pass import _PASSES, native_pass, qualifies
+from lookahead_lsp.decoder.runtime.native_pass import _PASSES, NativePass, native_pass, qualifies
 from lookahead_lsp.decoder.runtime.packed_model import pack_gguf, use_packed
+from lookahead_lsp.decoder.runtime.row_attention import plan_keys
 from lookahead_lsp.decoder.runtime.woq_layer import WoqLinear
 from lookahead_lsp.decoder.types import CancelToken, DecodeRequest
 from tests.decoder.test_packed import write_tiny_gguf
@@ -159,6 +160,56 @@ def test_a_native_prefill_computes_each_row_as_a_one_token_pass_does(packed: tor
     assert torch.equal(logits, last)
     for mine, theirs in zip(chunked.cache.layers, one_by_one.cache.layers, strict=True):
         assert torch.equal(mine.keys, theirs.keys) and torch.equal(mine.values, theirs.values)
+
+
+def layer_by_steps(
+    kernel: WoqKernel,
+    native: NativePass,
+    i: int,
+    residual: torch.Tensor,
+    x: torch.Tensor,
+    rotary: tuple[torch.Tensor, ...],
+    cache: tuple[torch.Tensor, torch.Tensor],
+    keys: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
+) -> None:
+    """Layer ``i`` by the kernel's steps one call each (the reference): x and residual in place, the pass's
+    keys and values written into the cache views' last rows."""
+    layer, n, d = native.layers[i], x.shape[0], native.head_dim
+    q_width, kv_width = native.heads * d, native.kv_heads * d
+    qkv = kernel.linear(x, layer.qkv)
+    kernel.rope(qkv, native.heads + native.kv_heads, d, *rotary)
+    cache[0][:, -n:] = qkv[:, q_width : q_width + kv_width].view(n, native.kv_heads, d).transpose(0, 1)
+    cache[1][:, -n:] = qkv[:, q_width + kv_width :].view(n, native.kv_heads, d).transpose(0, 1)
+    attended = kernel.attention(qkv[:, :q_width].view(n, native.heads, d), cache[0], cache[1], keys, native.scale)
+    kernel.residual_norm(residual, kernel.linear(attended.view(n, q_width), layer.o), layer.post_norm, native.eps, x)
+    down = kernel.linear(kernel.swiglu(kernel.linear(x, layer.gate_up)), layer.down)
+    after = native.layers[i + 1].input_norm if i + 1 < len(native.layers) else native.final_norm
+    kernel.residual_norm(residual, down, after, native.eps, x)
+
+
+def test_one_native_layer_call_computes_the_steps_bits(packed: torch.nn.Module, kernel: WoqKernel) -> None:
+    native = native_pass(packed, kernel)
+    assert native is not None
+    generator = torch.Generator().manual_seed(11)
+    held, n, capacity = 9, 5, 20  # entries already cached, rows of the pass, the cache's room
+    hidden = native.final_norm.numel()
+    positions = torch.tensor([list(range(held, held + n))])
+    rotary = tuple(t[0].float().contiguous() for t in native.rotary(torch.zeros(1, n, hidden), positions))
+    keys = plan_keys(kernel, held, list(range(held, held + n)), None)
+    plan = (keys.prefix, keys.start, keys.extra)
+    for i in range(len(native.layers)):
+        residual = torch.randn(n, hidden, generator=generator)
+        x = torch.randn(n, hidden, generator=generator)
+        buffers = torch.randn(2, native.kv_heads, capacity, native.head_dim, generator=generator)
+        mine = (residual.clone(), x.clone(), buffers.clone())
+        views = lambda b: (b[0, :, : held + n], b[1, :, : held + n])  # noqa: E731  (kv_heads, held + n, dim)
+        layer_by_steps(kernel, native, i, residual, x, rotary, views(buffers), plan)
+        scratch = torch.empty(kernel.scratch_floats(native.weights[i], n))
+        kernel.layer(native.weights[i], mine[0], mine[1], rotary, views(mine[2]), plan, scratch)
+        assert torch.equal(mine[0], residual) and torch.equal(mine[1], x), f"layer {i}"
+        assert torch.equal(mine[2], buffers), f"layer {i}: the cache (its other entries untouched)"
+        with pytest.raises(ValueError, match="scratch"):
+            kernel.layer(native.weights[i], mine[0], mine[1], rotary, views(mine[2]), plan, scratch[:-1])
 
 
 class CancelAfter(CancelToken):

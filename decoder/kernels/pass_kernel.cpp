@@ -1,0 +1,61 @@
+// One decoder layer of a native decoding pass in one call (decoder/runtime/native_pass.py): the steps that
+// native_pass.py once called one by one from Python, in the same order on the same functions, so a layer computes
+// the same bits either way:
+//
+//     q|k|v = x W_qkv -> rotary on q and k -> k and v written into the cache after its `held` entries -> row
+//     attention -> o -> residual + o, norm -> gate|up -> SwiGLU -> down -> residual + down, the next norm
+//
+// `x` holds the layer's normed input on entry and the next layer's on return; `residual` is summed in place. The
+// cache's rows for this pass's entries (positions held .. held + rows - 1 of each key head) must exist: the caller
+// makes room, this writes them. `scratch`: layer_scratch_floats(layer, rows) floats, reused by every layer.
+// Returns 0, or the first failing step's code: -1 a product's layout, -2 attention's head size, -3 the norm's
+// width, -4 the rotary's head size.
+//
+// Built with decoder/woq_kernel.cpp into one library by decoder/woq_native.py.
+
+#include <stdint.h>
+#include <string.h>
+
+#include "kernel_api.h"
+
+extern "C" {
+
+int64_t layer_scratch_floats(const Layer* w, int64_t rows) {
+    const int64_t q_width = w->heads * w->dim;
+    return rows * (w->qkv.rows + 2 * q_width + w->o.rows + w->gate_up.rows + w->gate_up.rows / 2 + w->down.rows);
+}
+
+int native_layer(const Layer* w, float* residual, float* x, int64_t rows, const float* cos, const float* sin,
+                 float* keys, int64_t k_head_stride, int64_t k_pos_stride, float* values, int64_t v_head_stride,
+                 int64_t v_pos_stride, int64_t held, const int64_t* prefix, const int64_t* extra_start,
+                 const int64_t* extra, float* scratch, int threads) {
+    const int64_t d = w->dim, q_width = w->heads * d, kv_width = w->kv_heads * d, inter = w->gate_up.rows / 2;
+    float* qkv = scratch;
+    float* query = qkv + rows * w->qkv.rows;  // q's heads, rows side by side (attention's layout)
+    float* attended = query + rows * q_width;
+    float* o = attended + rows * q_width;
+    float* gate_up = o + rows * w->o.rows;
+    float* act = gate_up + rows * w->gate_up.rows;
+    float* down = act + rows * inter;
+    if (woq_linear(x, rows, w->qkv.jobs, (int)w->qkv.count, qkv, w->qkv.rows, threads) != 0) return -1;
+    if (rope_rows(qkv, rows, w->heads + w->kv_heads, d, w->qkv.rows, cos, sin) != 0) return -4;
+    for (int64_t j = 0; j < rows; j++) {
+        const float* row = qkv + j * w->qkv.rows;
+        memcpy(query + j * q_width, row, q_width * sizeof(float));
+        for (int64_t h = 0; h < w->kv_heads; h++) {
+            memcpy(keys + h * k_head_stride + (held + j) * k_pos_stride, row + q_width + h * d, d * sizeof(float));
+            memcpy(values + h * v_head_stride + (held + j) * v_pos_stride, row + q_width + kv_width + h * d, d * sizeof(float));
+        }
+    }
+    if (row_attention(query, rows, w->heads, w->kv_heads, d, keys, k_head_stride, k_pos_stride, values, v_head_stride,
+                      v_pos_stride, prefix, extra_start, extra, w->scale, attended, threads) != 0)
+        return -2;
+    if (woq_linear(attended, rows, w->o.jobs, (int)w->o.count, o, w->o.rows, threads) != 0) return -1;
+    if (residual_rms_norm(residual, o, rows, w->hidden, w->post_norm, w->eps, x) != 0) return -3;
+    if (woq_linear(x, rows, w->gate_up.jobs, (int)w->gate_up.count, gate_up, w->gate_up.rows, threads) != 0) return -1;
+    swiglu_rows(gate_up, rows, inter, act, threads);
+    if (woq_linear(act, rows, w->down.jobs, (int)w->down.count, down, w->down.rows, threads) != 0) return -1;
+    if (residual_rms_norm(residual, down, rows, w->hidden, w->next_norm, w->eps, x) != 0) return -3;
+    return 0;
+}
+}
