@@ -3,7 +3,8 @@
 The cache is a transformers ``DynamicCache`` whose layers grow in place (:class:`GrowingLayer`): transformers'
 own layer concatenates the whole cache with the new entries on every pass (a copy of every layer's keys and
 values per token: 7% of a one-token pass at 600 cached tokens here, more as the context grows); this one
-writes the new entries into spare capacity and hands attention a view. Invariant between calls and between
+writes the new entries into spare capacity and hands attention a view (the native pass asks for the room alone,
+:meth:`GrowingCache.make_room`, and writes the entries itself). Invariant between calls and between
 decoding steps: the cache holds the keys and values of ``ids`` exactly, in order, at positions
 ``0 .. len(ids) - 1``.
 """
@@ -64,6 +65,21 @@ class GrowingLayer(DynamicLayer):
         self.values = self._value_buffer[..., :needed, :]
         return self.keys, self.values
 
+    def extend(self, room: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """The keys and values grown by ``room``'s entries (shaped as ``update``'s states), left for the caller
+        to write: the views widened over the buffers' spare room, nothing copied. None where there is not room
+        enough (or the views are not this layer's buffers'): ``update`` grows them."""
+        keys, values = self.keys, self.values
+        if keys is None or values is None or keys.dim() != 4:
+            return None
+        needed = keys.shape[-2] + room.shape[-2]
+        if not self._views_of_buffers(keys, values, room, needed):
+            return None
+        assert self._key_buffer is not None and self._value_buffer is not None
+        self.keys = self._key_buffer[..., :needed, :]
+        self.values = self._value_buffer[..., :needed, :]
+        return self.keys, self.values
+
     def _views_of_buffers(self, keys: torch.Tensor, values: torch.Tensor, new: torch.Tensor, needed: int) -> bool:
         """Whether ``keys``/``values`` are still the leading views of this layer's buffers, with room enough."""
         kb, vb = self._key_buffer, self._value_buffer
@@ -96,6 +112,17 @@ class GrowingCache(DynamicCache):
     def __init__(self) -> None:
         Cache.__init__(self, layer_class_to_replicate=GrowingLayer)
         _LIVE_CACHES.add(self)
+
+    def make_room(self, layer: int, room: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Layer ``layer``'s keys and values with ``room``'s count of entries after them (``room`` shaped as a
+        pass's key states), which the caller then writes in place: a layer with spare room widens its views (no
+        copy); a layer not there yet, or one that must grow, takes ``room`` through ``update``."""
+        if layer < len(self.layers):
+            held = self.layers[layer]
+            grown = held.extend(room) if isinstance(held, GrowingLayer) else None
+            if grown is not None:
+                return grown
+        return self.update(room, room, layer)
 
     @property
     def nbytes(self) -> int:

@@ -116,10 +116,11 @@ class NativePass:
         kernel.residual_norm(residual, None, self.layers[0].input_norm, self.eps, x)
         room = torch.empty(1, self.kv_heads, n, self.head_dim)  # the pass's cache entries, which each layer writes
         scratch = torch.empty(kernel.scratch_floats(self.weights[0], n))
+        grow = getattr(cache, "make_room", None)  # decoder/kv.py's GrowingCache: its views widened, no copy
         for i, weights in enumerate(self.weights):
             if between_layers is not None:
                 between_layers()
-            all_k, all_v = cache.update(room, room, i)
+            all_k, all_v = grow(i, room) if grow is not None else cache.update(room, room, i)
             kernel.layer(weights, residual, x, rotary, (all_k[0], all_v[0]), keys, scratch)
         return kernel.linear(x[-1:] if last_only else x, self.head)
 

@@ -42,6 +42,23 @@ def test_one_token_passes_write_into_spare_capacity_and_crops_keep_it() -> None:
     assert layer.keys.shape[-2] == len(kv) + 1 == 30
 
 
+def test_make_room_widens_the_views_over_spare_room_and_grows_through_update_when_full() -> None:
+    cache, held = GrowingCache(), torch.randn(1, 2, 250, 8)
+    cache.update(held, held.neg(), 0)  # a buffer of 250 + 256 entries
+    room = torch.empty(1, 2, 3, 8)
+    keys, values = cache.make_room(0, room)
+    assert keys.shape[-2] == values.shape[-2] == 253 and cache.layers[0].keys is keys
+    assert torch.equal(keys[..., :250, :], held) and torch.equal(values[..., :250, :], held.neg())
+    buffer = keys.data_ptr()
+    keys[..., 250:, :] = 1.0  # the caller writes the new entries in place
+    assert torch.equal(cache.layers[0].keys[..., 250:, :], torch.ones(1, 2, 3, 8))
+    grown, _ = cache.make_room(0, torch.empty(1, 2, 300, 8))  # more than the spare room: update reallocates
+    assert grown.shape[-2] == 553 and grown.data_ptr() != buffer
+    assert torch.equal(grown[..., :250, :], held) and torch.equal(grown[..., 250:253, :], torch.ones(1, 2, 3, 8))
+    fresh, _ = cache.make_room(1, room)  # a layer not there yet
+    assert fresh.shape[-2] == 3 and len(cache.layers) == 2
+
+
 def test_a_gather_keeps_the_chosen_entries_in_order() -> None:
     model = make_tiny_qwen2(seed=4)
     kv, straight = PrefixKV(), PrefixKV()

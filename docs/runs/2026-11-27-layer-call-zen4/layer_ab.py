@@ -1,6 +1,6 @@
 """Scratch A/B in one process: a pass by the per-step calls (the loop of 5dc48b1) against the one-call layers,
 interleaved, on the same model and kernel library; medians over many passes of 1, 2, 4 and 8 tokens after a
-512-token prefill."""
+512-token prefill, and of that prefill (two chunks of 256 tokens) itself."""
 import statistics, sys, time
 import torch
 from lookahead_lsp.decoder.forward import prefill, masked_pass
@@ -48,4 +48,11 @@ for spec in sys.argv[1].split(","):
                 t = time.perf_counter(); masked_pass(lm.model, kv, k); times[name].append(time.perf_counter() - t)
         s, l = statistics.median(times["steps"]) * 1e3, statistics.median(times["layer"]) * 1e3
         print(f"{spec} k={k}: per-step calls {s:.2f} ms, one call a layer {l:.2f} ms, speed {s / l:.3f}x")
+    times = {"steps": [], "layer": []}
+    for rep in range(6):
+        for name, fn in ((("steps", steps_call), ("layer", layer_call)) if rep % 2 else (("layer", layer_call), ("steps", steps_call))):
+            NativePass.__call__ = fn
+            t = time.perf_counter(); prefill(lm.model, PrefixKV(), ids); times[name].append(time.perf_counter() - t)
+    s, l = statistics.median(times["steps"]) * 1e3, statistics.median(times["layer"]) * 1e3
+    print(f"{spec} prefill of {len(ids)} tokens: per-step calls {s:.0f} ms, one call a layer {l:.0f} ms, speed {s / l:.3f}x")
     NativePass.__call__ = layer_call
