@@ -7,9 +7,9 @@
 //
 // `x` holds the layer's normed input on entry and the next layer's on return; `residual` is summed in place. The
 // cache's rows for this pass's entries (positions held .. held + rows - 1 of each key head) must exist: the caller
-// makes room, this writes them. `scratch`: layer_scratch_floats(layer, rows) floats, reused by every layer.
-// Returns 0, or the first failing step's code: -1 a product's layout, -2 attention's head size, -3 the norm's
-// width, -4 the rotary's head size.
+// makes room, this writes them. `scratch`: `room` floats, at least layer_scratch_floats(layer, rows), reused by
+// every layer. Returns 0; -5 for too little scratch (nothing done); or the first failing step's code: -1 a
+// product's layout, -2 attention's head size, -3 the norm's width, -4 the rotary's head size.
 //
 // Built with decoder/woq_kernel.cpp into one library by decoder/woq_native.py.
 
@@ -28,7 +28,8 @@ int64_t layer_scratch_floats(const Layer* w, int64_t rows) {
 int native_layer(const Layer* w, float* residual, float* x, int64_t rows, const float* cos, const float* sin,
                  float* keys, int64_t k_head_stride, int64_t k_pos_stride, float* values, int64_t v_head_stride,
                  int64_t v_pos_stride, int64_t held, const int64_t* prefix, const int64_t* extra_start,
-                 const int64_t* extra, float* scratch, int threads) {
+                 const int64_t* extra, float* scratch, int64_t room, int threads) {
+    if (room < layer_scratch_floats(w, rows)) return -5;
     const int64_t d = w->dim, q_width = w->heads * d, kv_width = w->kv_heads * d, inter = w->gate_up.rows / 2;
     float* qkv = scratch;
     float* query = qkv + rows * w->qkv.rows;  // q's heads, rows side by side (attention's layout)

@@ -126,7 +126,7 @@ class WoqKernel:
         self._swiglu.argtypes = [p, i64, i64, p, i32]
         self._layer = lib.native_layer
         layer = ctypes.POINTER(LayerWeights)
-        self._layer.argtypes = [layer, p, p, i64, p, p, p, i64, i64, p, i64, i64, i64, p, p, p, p, i32]
+        self._layer.argtypes = [layer, p, p, i64, p, p, p, i64, i64, p, i64, i64, i64, p, p, p, p, i64, i32]
         self._scratch = lib.layer_scratch_floats
         self._scratch.argtypes = [layer, i64]
         self._scratch.restype = ctypes.c_int64
@@ -223,16 +223,18 @@ class WoqKernel:
         contiguous, whose last ``rows`` entries the pass's keys and values are written to. ``keys`` as
         :meth:`attention`'s; ``scratch``: float32, at least :meth:`scratch_floats`."""
         (key, value), (cos, sin), rows = cache, rotary, x.shape[0]
-        if key.stride(-1) != 1 or value.stride(-1) != 1 or scratch.numel() < self.scratch_floats(weights, rows):
-            raise ValueError("native_layer needs cache views with contiguous rows and scratch enough")
+        if key.stride(-1) != 1 or value.stride(-1) != 1:
+            raise ValueError("native_layer needs cache views with contiguous rows")
         prefix, start, extra = keys
         status = self._layer(
             ctypes.byref(weights), residual.data_ptr(), x.data_ptr(), rows, cos.data_ptr(), sin.data_ptr(),
             key.data_ptr(), key.stride(0), key.stride(1), value.data_ptr(), value.stride(0), value.stride(1),
-            key.shape[1] - rows, prefix.data_ptr(), start.data_ptr(), extra.data_ptr(), scratch.data_ptr(), _threads(),
+            key.shape[1] - rows, prefix.data_ptr(), start.data_ptr(), extra.data_ptr(), scratch.data_ptr(),
+            scratch.numel(), _threads(),
         )  # fmt: skip
         if status != 0:
-            step = {-1: "a product's layout", -2: "attention's head size", -3: "the norm's width", -4: "the rotary"}
+            step = {-1: "a product's layout", -2: "attention's head size", -3: "the norm's width", -4: "the rotary",
+                    -5: "too little scratch"}  # fmt: skip
             raise ValueError(f"native_layer cannot run this layer: {step.get(status, status)}")
 
     def dequantize(self, weight: WoqWeight, dtype: torch.dtype = torch.bfloat16) -> torch.Tensor:
