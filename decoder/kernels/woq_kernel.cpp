@@ -11,7 +11,8 @@
 // integer dot of a chunk with 4 activation bytes broadcast (VNNI's vpdpbusd, or AVX2's maddubs/madd) gives all
 // 8 rows' partial sums at once, so a decoded tile serves every row of the pass from registers: a wide pass reads
 // and decodes each weight once, and costs per extra row only its integer dots and two float multiply-adds a
-// group (lookahead's wide passes cost little).
+// group (lookahead's wide passes cost little). On AVX-512 a pass wider than a block of rows (a prefill chunk)
+// takes the tiles two by two, one in each half of a 512-bit register (block2): the same arithmetic per lane.
 //
 // On ARM64 a chunk is two 128-bit registers (rows 0-3, rows 4-7): the `neon` level multiplies each with one
 // row's 4 activation bytes by `sdot` (ARMv8.2-A dot products, the bytes picked by lane: no broadcast), the
@@ -84,6 +85,7 @@ static const int LANES = 8;    // weight rows in a tile
 static const int GROUP = 32;   // weights per group
 static const int CHUNKS = 8;   // 4-code chunks per group
 static const int PREFETCH_BLOCKS = 16;  // tile-groups read ahead of the one multiplied
+static const bool TWO_TILES = WOQ_VNNI == 2;  // AVX-512: a wide pass's tiles two by two (block2)
 static const int SUPER = 8;    // groups per Q6_K super-block (one float16 d per row)
 static const int SIX_ZERO = 32;  // the Q6_K code of weight 0
 
@@ -910,22 +912,185 @@ __attribute__((noinline)) static void block(const Tiled& w, int64_t t, const Act
     store_block<MT>(w, t, acc, m0);
 }
 
+#if WOQ_VNNI == 2
+// ---- AVX-512: two tiles side by side, tile t in the low half of a 512-bit register and tile t + 1 in its high
+// half, for the rows of a wide pass: one broadcast of a row's 4 activation bytes feeds 16 weight rows' dots, and
+// each instruction does two tiles' work (the broadcasts, not the dots, bound the 256-bit loop). Each lane computes
+// what `block` computes for it: the same integers, then the same float steps in the same order, so the bits are
+// those of one tile at a time.
+
+static inline void in_register(__m512i& v) { __asm__("" : "+v"(v)); }
+static inline __m512i two(const uint8_t* low, const uint8_t* high) {  // 32 bytes from each
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i*)low)),
+                              _mm256_loadu_si256((const __m256i*)high), 1);
+}
+static inline __m512 two(F8 low, F8 high) { return _mm512_insertf32x8(_mm512_castps256_ps512(low.v), high.v, 1); }
+
+// chunk k of two tile-groups' codes (at c0 and c1), as chunk<LAYOUT> of each
+template <int LAYOUT>
+static inline __m512i chunk2(const uint8_t* c0, const uint8_t* c1, int k) {
+    if (LAYOUT == BYTES) return two(c0 + 32 * k, c1 + 32 * k);
+    __m512i v = two(c0 + 32 * (k & 3), c1 + 32 * (k & 3));
+    if (k >= 4) v = _mm512_srli_epi16(v, 4);
+    v = _mm512_and_si512(v, _mm512_set1_epi8(15));
+    if (LAYOUT == NIBBLES_HIGH_BIT) {
+        const __m512i bits = two(c0 + 128, c1 + 128);
+        const __m512i at4 = k <= 4 ? _mm512_slli_epi16(bits, 4 - k) : _mm512_srli_epi16(bits, k - 4);
+        v = _mm512_or_si512(v, _mm512_and_si512(at4, _mm512_set1_epi8(16)));
+    }
+    return v;
+}
+
+// chunk k of two Q6_K tile-groups' codes, as six_chunk of each
+static inline __m512i six_chunk2(const uint8_t* c0, const uint8_t* c1, int k) {
+    const __m512i pairs = two(c0 + 128 + 32 * (k / 4), c1 + 128 + 32 * (k / 4));
+    const int at = 2 * (k % 4);
+    const __m512i high = at <= 4 ? _mm512_slli_epi16(pairs, 4 - at) : _mm512_srli_epi16(pairs, at - 4);
+    return _mm512_or_si512(chunk2<NIBBLES>(c0, c1, k), _mm512_and_si512(high, _mm512_set1_epi8(0x30)));
+}
+
+static inline __m512i dot16(__m512i acc, __m512i codes, const int8_t* q) {
+    int32_t v;
+    memcpy(&v, q, 4);
+    return _mm512_dpbusd_epi32(acc, codes, _mm512_set1_epi32(v));
+}
+
+// each row's integer dots of two tile-groups (as group_dots of each)
+template <int LAYOUT, int MT>
+static inline void group_dots2(const uint8_t* c0, const uint8_t* c1, const int8_t* q, __m512i* dot) {
+    for (int m = 0; m < MT; m++) dot[m] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+    for (int k = 0; k < CHUNKS; k++) {
+        const __m512i codes = chunk2<LAYOUT>(c0, c1, k);
+        for (int m = 0; m < MT; m++) {
+            dot[m] = dot16(dot[m], codes, q + m * GROUP + 4 * k);
+            in_register(dot[m]);
+        }
+    }
+}
+
+// half H of two Q6_K tile-groups (heads p0, p1; codes c0, c1), as six_half of each
+template <int MT, int H>
+static inline void six_half2(const uint8_t* p0, const uint8_t* p1, const uint8_t* c0, const uint8_t* c1,
+                             const int8_t* q, const int32_t* centre, __m512i* dot) {
+    __m512i sums[MT];
+    for (int m = 0; m < MT; m++) sums[m] = _mm512_set1_epi32(centre[2 * m + H]);
+#pragma GCC unroll 4
+    for (int k = 4 * H; k < 4 * H + 4; k++) {
+        const __m512i codes = six_chunk2(c0, c1, k);
+        for (int m = 0; m < MT; m++) {
+            sums[m] = dot16(sums[m], codes, q + m * GROUP + 4 * k);
+            in_register(sums[m]);
+        }
+    }
+    const __m128i subs = _mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i*)(p0 + LANES * H)),
+                                            _mm_loadl_epi64((const __m128i*)(p1 + LANES * H)));
+    const __m512i scale = _mm512_cvtepi8_epi32(subs);
+    for (int m = 0; m < MT; m++) {
+        const __m512i scaled = _mm512_mullo_epi32(sums[m], scale);
+        dot[m] = H ? _mm512_add_epi32(dot[m], scaled) : scaled;
+    }
+}
+
+// acc + dot * (s * d) and then + o * xo, as f_scaled and f_step lane by lane
+static inline __m512 f_scaled2(__m512 acc, __m512i dot, __m512 s, float d) {
+    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(s, _mm512_set1_ps(d)), acc);
+}
+static inline __m512 f_step2(__m512 acc, __m512i dot, __m512 s, float d, __m512 o, float xo) {
+    return _mm512_fmadd_ps(o, _mm512_set1_ps(xo), f_scaled2(acc, dot, s, d));
+}
+
+// tiles t and t + 1 of the weight against rows m0 .. m0 + MT - 1 of the pass, as block<LAYOUT, MT, KEPT> of each
+template <int LAYOUT, int MT, bool KEPT>
+__attribute__((noinline)) static void block2(const Tiled& w, int64_t t, const Activations& a, int64_t m0,
+                                             const F8* scales) {
+    const int64_t G = w.groups, head = scale_bytes(w.mode);
+    __m512 acc[MT];
+    for (int m = 0; m < MT; m++) acc[m] = _mm512_setzero_ps();
+    F8 d0 = f_zero(), d1 = f_zero(), min0 = f_zero(), min1 = f_zero();
+    const int64_t first = a.index(m0, 0), step = a.index(m0, 1) - first;
+    for (int64_t g = 0; g < G; g++) {
+        const uint8_t* p0 = w.data + (t * G + g) * w.block;
+        const uint8_t* p1 = p0 + G * w.block;
+        for (int64_t ahead = 0; ahead < w.block; ahead += 64) {
+            _mm_prefetch((const char*)(p0 + PREFETCH_BLOCKS * w.block + ahead), _MM_HINT_T0);
+            _mm_prefetch((const char*)(p1 + PREFETCH_BLOCKS * w.block + ahead), _MM_HINT_T0);
+        }
+        const int64_t at = first + g * step;
+        __m512i dot[MT];
+        if (g % SUPER == 0 && (LAYOUT == SIX_BITS || (!KEPT && w.mode == K_QUANT))) {
+            const int d_at = LAYOUT == SIX_BITS ? SIX_D_AT : K_D_AT;
+            d0 = super_scales(p0, w.block, d_at);
+            d1 = super_scales(p1, w.block, d_at);
+            if (LAYOUT != SIX_BITS) {
+                min0 = super_scales(p0, w.block, K_MIN_AT);
+                min1 = super_scales(p1, w.block, K_MIN_AT);
+            }
+        }
+        if constexpr (LAYOUT == SIX_BITS) {
+            const int32_t* centre = a.six.data() + 2 * at;
+            six_half2<MT, 0>(p0, p1, p0 + head, p1 + head, &a.q[at * GROUP], centre, dot);
+            six_half2<MT, 1>(p0, p1, p0 + head, p1 + head, &a.q[at * GROUP], centre, dot);
+            const __m512 d = two(d0, d1);
+            for (int m = 0; m < MT; m++) acc[m] = f_scaled2(acc[m], dot[m], d, a.d[at + m]);
+        } else {
+            group_dots2<LAYOUT, MT>(p0 + head, p1 + head, &a.q[at * GROUP], dot);
+            F8 s0, o0, s1, o1;
+            if constexpr (KEPT) {
+                s0 = scales[2 * g];
+                o0 = scales[2 * g + 1];
+                s1 = scales[2 * G + 2 * g];
+                o1 = scales[2 * G + 2 * g + 1];
+            } else {
+                group_scales(w, p0, d0, min0, &s0, &o0);
+                group_scales(w, p1, d1, min1, &s1, &o1);
+            }
+            const __m512 s = two(s0, s1), o = two(o0, o1);
+            for (int m = 0; m < MT; m++) acc[m] = f_step2(acc[m], dot[m], s, a.d[at + m], o, a.xo[at + m]);
+        }
+    }
+    F8 low[MT], high[MT];
+    for (int m = 0; m < MT; m++) {
+        low[m].v = _mm512_castps512_ps256(acc[m]);
+        high[m].v = _mm512_extractf32x8_ps(acc[m], 1);
+    }
+    store_block<MT>(w, t, low, m0);
+    store_block<MT>(w, t + 1, high, m0);
+}
+#endif
+
+// tile t of the weight (and t + 1 where `two_tiles`, an AVX-512 build's pair) against rows m0 .. m0 + MT - 1
+template <int LAYOUT, int MT, bool KEPT>
+static inline void tiles_block(const Tiled& w, int64_t t, bool two_tiles, const Activations& a, int64_t m0,
+                               const F8* scales) {
+#if WOQ_VNNI == 2
+    if (two_tiles) return block2<LAYOUT, MT, KEPT>(w, t, a, m0, scales);
+#endif
+    (void)two_tiles;
+    block<LAYOUT, MT, KEPT>(w, t, a, m0, scales);
+}
+
 // tiles t0 .. t1 - 1 of the weight against rows m0 .. m0 + ROW_TILE - 1 (or the rest of the rows) of the pass;
 // KEPT: with their scales and offsets in `scales`, tile by tile (weight_tiles)
 template <int LAYOUT, bool KEPT>
 static inline void row_block(const Tiled& w, int64_t t0, int64_t t1, const Activations& a, int64_t m0, const F8* scales) {
+    const int64_t rows = a.batch - m0 < ROW_TILE ? a.batch - m0 : ROW_TILE;
     for (int64_t t = t0; t < t1; t++) {
         const F8* s = KEPT ? scales + 2 * w.groups * (t - t0) : nullptr;
-        switch (a.batch - m0 < ROW_TILE ? a.batch - m0 : ROW_TILE) {  // the rest: the same arithmetic per row
-            case ROW_TILE: block<LAYOUT, ROW_TILE, KEPT>(w, t, a, m0, s); break;
-            case 7: block<LAYOUT, (7 < ROW_TILE ? 7 : 1), KEPT>(w, t, a, m0, s); break;
-            case 6: block<LAYOUT, (6 < ROW_TILE ? 6 : 1), KEPT>(w, t, a, m0, s); break;
-            case 5: block<LAYOUT, (5 < ROW_TILE ? 5 : 1), KEPT>(w, t, a, m0, s); break;
-            case 3: block<LAYOUT, 3, KEPT>(w, t, a, m0, s); break;
-            case 2: block<LAYOUT, 2, KEPT>(w, t, a, m0, s); break;
-            case 1: block<LAYOUT, 1, KEPT>(w, t, a, m0, s); break;
-            default: block<LAYOUT, (4 < ROW_TILE ? 4 : 1), KEPT>(w, t, a, m0, s); break;  // 4 rows, ROW_TILE's above
+        // tiles two by two for passes wider than a block of rows (a prefill chunk's); a pass of a few rows is
+        // bound by memory, and its K-quant scales, decoded in the loop, ran slower two by two
+        const bool pair = TWO_TILES && a.batch > ROW_TILE && rows > 1 && t + 1 < t1;
+        switch (rows) {  // the rest: the same arithmetic per row
+            case ROW_TILE: tiles_block<LAYOUT, ROW_TILE, KEPT>(w, t, pair, a, m0, s); break;
+            case 7: tiles_block<LAYOUT, (7 < ROW_TILE ? 7 : 1), KEPT>(w, t, pair, a, m0, s); break;
+            case 6: tiles_block<LAYOUT, (6 < ROW_TILE ? 6 : 1), KEPT>(w, t, pair, a, m0, s); break;
+            case 5: tiles_block<LAYOUT, (5 < ROW_TILE ? 5 : 1), KEPT>(w, t, pair, a, m0, s); break;
+            case 3: tiles_block<LAYOUT, 3, KEPT>(w, t, pair, a, m0, s); break;
+            case 2: tiles_block<LAYOUT, 2, KEPT>(w, t, pair, a, m0, s); break;
+            case 1: tiles_block<LAYOUT, 1, KEPT>(w, t, false, a, m0, s); break;
+            default: tiles_block<LAYOUT, (4 < ROW_TILE ? 4 : 1), KEPT>(w, t, pair, a, m0, s); break;  // 4 rows
         }
+        t += pair;
     }
 }
 

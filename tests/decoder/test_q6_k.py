@@ -164,7 +164,8 @@ def test_extreme_codes_and_activations_give_the_scalar_builds_bits_at_every_leve
 ) -> None:
     """The x86 levels sum unsigned codes' products in 16 bits from each half-group's centring: with codes 0 and
     63 against activations of +-127, in either order over a half's chunks, and the largest sub-block scales, no
-    product saturates and each sum ends where the scalar build's (centred codes, summed in 32 bits) does."""
+    product saturates and each sum ends where the scalar build's (centred codes, summed in 32 bits) does. Two
+    tiles (the second the first's rows reversed) against more rows than a block: AVX-512 takes them two by two."""
     cols = 512
     halves = cols // 16
     sign = np.where(np.arange(cols) % 16 < 8, -1.0, 1.0)  # each half-group: chunks 0-1 one sign, 2-3 the other
@@ -173,8 +174,9 @@ def test_extreme_codes_and_activations_give_the_scalar_builds_bits_at_every_leve
         np.where(np.arange(cols) % 2 == 0, 63, 0), np.full(cols, 32), np.full(cols, 31), np.full(cols, 1),
     ]).astype(np.uint8)  # fmt: skip
     sub = np.stack([np.full(halves, v) for v in (127, -128, 127, -128, 127, -128, 127, -128)]).astype(np.int8)
-    groups = SixBitGroups(codes, np.full((8, cols // 256), 1 / 64, dtype=np.float32), sub)
-    x = torch.from_numpy(np.stack([np.ones(cols), -np.ones(cols), sign, -sign, sign * 1e6]).astype(np.float32))
+    codes, sub = np.concatenate([codes, codes[::-1]]), np.concatenate([sub, sub[::-1]])
+    groups = SixBitGroups(codes, np.full((16, cols // 256), 1 / 64, dtype=np.float32), sub)
+    x = torch.from_numpy(np.stack([np.ones(cols), -np.ones(cols), sign, -sign, sign * 1e6] * 2).astype(np.float32))
     state = woq_state(groups)
     outputs = {level: WoqLinear(kernel, state, None)(x) for level, kernel in levels.items()}
     for level, got in outputs.items():
