@@ -1035,17 +1035,17 @@ __attribute__((noinline)) static void block2(const Tiled& w, int64_t t, const Ac
             for (int m = 0; m < MT; m++) acc[m] = f_scaled2(acc[m], dot[m], d, a.d[at + m]);
         } else {
             group_dots2<LAYOUT, MT>(p0 + head, p1 + head, &a.q[at * GROUP], dot);
-            F8 s0, o0, s1, o1;
+            F8 s_low, o_low, s_high, o_high;
             if constexpr (KEPT) {
-                s0 = scales[2 * g];
-                o0 = scales[2 * g + 1];
-                s1 = scales[2 * G + 2 * g];
-                o1 = scales[2 * G + 2 * g + 1];
+                s_low = scales[2 * g];
+                o_low = scales[2 * g + 1];
+                s_high = scales[2 * G + 2 * g];
+                o_high = scales[2 * G + 2 * g + 1];
             } else {
-                group_scales(w, p0, d0, min0, &s0, &o0);
-                group_scales(w, p1, d1, min1, &s1, &o1);
+                group_scales(w, p0, d0, min0, &s_low, &o_low);
+                group_scales(w, p1, d1, min1, &s_high, &o_high);
             }
-            const __m512 s = two(s0, s1), o = two(o0, o1);
+            const __m512 s = two(s_low, s_high), o = two(o_low, o_high);
             for (int m = 0; m < MT; m++) acc[m] = f_step2(acc[m], dot[m], s, a.d[at + m], o, a.xo[at + m]);
         }
     }
