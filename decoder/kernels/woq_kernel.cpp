@@ -1077,8 +1077,8 @@ static inline void row_block(const Tiled& w, int64_t t0, int64_t t1, const Activ
     const int64_t rows = a.batch - m0 < ROW_TILE ? a.batch - m0 : ROW_TILE;
     for (int64_t t = t0; t < t1; t++) {
         const F8* s = KEPT ? scales + 2 * w.groups * (t - t0) : nullptr;
-        // tiles two by two for passes wider than a block of rows (a prefill chunk's); a pass of a few rows is
-        // bound by memory, and its K-quant scales, decoded in the loop, ran slower two by two
+        // tiles two by two for passes wider than a block of rows (a prefill chunk's); a pass of 2-8 rows ran
+        // slower two by two (0.69-0.97x, every layout: it is bound by memory, and read two tiles' streams at once)
         const bool pair = TWO_TILES && a.batch > ROW_TILE && rows > 1 && t + 1 < t1;
         switch (rows) {  // the rest: the same arithmetic per row
             case ROW_TILE: tiles_block<LAYOUT, ROW_TILE, KEPT>(w, t, pair, a, m0, s); break;
