@@ -1012,9 +1012,13 @@ __attribute__((noinline)) static void block2(const Tiled& w, int64_t t, const Ac
     for (int64_t g = 0; g < G; g++) {
         const uint8_t* p0 = w.data + (t * G + g) * w.block;
         const uint8_t* p1 = p0 + G * w.block;
+        // each tile's stream PREFETCH_BLOCKS ahead; past the tiles' last group, the next pair's first groups (in
+        // the first block of rows: later blocks find the tiles in the cache)
+        const int64_t later = g + PREFETCH_BLOCKS, next = later >= G && m0 == 0;
+        const uint8_t* ahead0 = w.data + ((t + 2 * next) * G + later - next * G) * w.block;
         for (int64_t ahead = 0; ahead < w.block; ahead += 64) {
-            _mm_prefetch((const char*)(p0 + PREFETCH_BLOCKS * w.block + ahead), _MM_HINT_T0);
-            _mm_prefetch((const char*)(p1 + PREFETCH_BLOCKS * w.block + ahead), _MM_HINT_T0);
+            _mm_prefetch((const char*)(ahead0 + ahead), _MM_HINT_T0);
+            _mm_prefetch((const char*)(ahead0 + G * w.block + ahead), _MM_HINT_T0);
         }
         const int64_t at = first + g * step;
         __m512i dot[MT];
@@ -1077,9 +1081,11 @@ static inline void row_block(const Tiled& w, int64_t t0, int64_t t1, const Activ
     const int64_t rows = a.batch - m0 < ROW_TILE ? a.batch - m0 : ROW_TILE;
     for (int64_t t = t0; t < t1; t++) {
         const F8* s = KEPT ? scales + 2 * w.groups * (t - t0) : nullptr;
-        // tiles two by two for passes wider than a block of rows (a prefill chunk's); a pass of 2-8 rows ran
-        // slower two by two (0.69-0.97x, every layout: it is bound by memory, and read two tiles' streams at once)
-        const bool pair = TWO_TILES && a.batch > ROW_TILE && rows > 1 && t + 1 < t1;
+        // tiles two by two where the pass is bound by its arithmetic: wider than a block of rows (a prefill
+        // chunk), or a whole block of codes narrower than bytes; fewer rows, or 8 rows of byte codes, are bound by
+        // memory and ran slower two by two
+        const bool wide = a.batch > ROW_TILE || (a.batch == ROW_TILE && LAYOUT != BYTES);
+        const bool pair = TWO_TILES && wide && rows > 1 && t + 1 < t1;
         switch (rows) {  // the rest: the same arithmetic per row
             case ROW_TILE: tiles_block<LAYOUT, ROW_TILE, KEPT>(w, t, pair, a, m0, s); break;
             case 7: tiles_block<LAYOUT, (7 < ROW_TILE ? 7 : 1), KEPT>(w, t, pair, a, m0, s); break;
