@@ -61,9 +61,7 @@ class GrowingLayer(DynamicLayer):
         assert self._key_buffer is not None and self._value_buffer is not None
         self._key_buffer[..., held:needed, :] = key_states
         self._value_buffer[..., held:needed, :] = value_states
-        self.keys = self._key_buffer[..., :needed, :]
-        self.values = self._value_buffer[..., :needed, :]
-        return self.keys, self.values
+        return self._widen(needed)
 
     def extend(self, room: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
         """The keys and values grown by ``room``'s entries (shaped as ``update``'s states), left for the caller
@@ -75,6 +73,10 @@ class GrowingLayer(DynamicLayer):
         needed = keys.shape[-2] + room.shape[-2]
         if not self._views_of_buffers(keys, values, room, needed):
             return None
+        return self._widen(needed)
+
+    def _widen(self, needed: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The keys and values as the buffers' first ``needed`` entries (views: nothing copied)."""
         assert self._key_buffer is not None and self._value_buffer is not None
         self.keys = self._key_buffer[..., :needed, :]
         self.values = self._value_buffer[..., :needed, :]
