@@ -4,12 +4,14 @@
 passes of 1 to 16 tokens after a context of ``--context`` tokens (masked, as lookahead steps are), the best and
 median milliseconds of the daemon's model (on a CPU: the GGUF's codes on the native kernel,
 :mod:`decoder.packed_model`), of the same on ATen's int4 kernel (``int4``), of the daemon's dense float32 model
-(oneDNN linear kernels, packed-GQA attention: :func:`decoder.model.prepare_for_inference`)
-and of the same weights as transformers leaves them (row-major, its
-"sdpa"), interleaved so that all see the same machine load; an 800-token prefill for each; and each one's costs
-relative to a one-token pass (the draft policy's tables in ``decoder/policy.py``). ``--only daemon`` times the
-daemon's model alone (the float32 copies of the 1.5B model would take 6 GB each). The first line names the
-native kernel's instruction-set level (an ARM64 machine's run reports neon-dotprod or neon-i8mm).
+(oneDNN linear kernels, packed-GQA attention: :func:`decoder.model.prepare_for_inference`) and of the same
+weights as transformers leaves them (row-major, its "sdpa"), interleaved so that all see the same machine load;
+an 800-token prefill for each; and each one's costs relative to a one-token pass (the draft policy's tables in
+``decoder/policy.py``). For a model on the native kernel it adds its roofline: the weight bytes a one-token pass
+reads and the rate its best time gives them, beside this machine's streaming read measured in the same run, and
+the prefill's int8 multiply-adds per second. ``--only daemon`` times the daemon's model alone (the float32
+copies of the 1.5B model would take 6 GB each). The first line names the native kernel's instruction-set level
+(an ARM64 machine's run reports neon-dotprod or neon-i8mm).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import platform
 import statistics
 import time
+from typing import NamedTuple
 
 import torch
 
@@ -24,6 +27,7 @@ from lookahead_lsp.decoder.forward import masked_pass, prefill
 from lookahead_lsp.decoder.kernels.woq_native import native_kernel
 from lookahead_lsp.decoder.kv import PrefixKV
 from lookahead_lsp.decoder.runtime.model import load_model
+from lookahead_lsp.decoder.runtime.native_pass import native_pass
 
 SIZES = (1, 2, 3, 4, 6, 8, 12, 16)
 KINDS = {
@@ -59,6 +63,53 @@ def timed_pass(model: torch.nn.Module, kv: PrefixKV, n: int) -> float:
     return (time.perf_counter() - started) * 1000
 
 
+def stream_read_rate(mib: int = 256, repeats: int = 9) -> float:
+    """This machine's streaming read, GB/s: the best of ``repeats`` sums of ``mib`` MiB of float32 (far beyond
+    the caches) on the threads the passes use, the bound of a one-token pass that reads every weight once."""
+    buffer = torch.ones(mib * 2**20 // 4)
+    best = float("inf")
+    for _ in range(repeats):
+        started = time.perf_counter()
+        buffer.sum()
+        best = min(best, time.perf_counter() - started)
+    return buffer.numel() * 4 / best / 1e9
+
+
+class Footprint(NamedTuple):
+    """What a native model's pass computes from its weights."""
+
+    weight_bytes: int  # read by a one-token pass: every product's tiles and biases, the head's included
+    multiply_adds: int  # per token, in the layers' products
+    head_multiply_adds: int  # per token the head computes (a prefill: its last token only)
+
+
+def footprint(model: torch.nn.Module) -> Footprint | None:
+    """The :class:`Footprint` of a model on the native kernel, else None."""
+    kernel = native_kernel()
+    native = native_pass(model, kernel) if kernel is not None else None
+    if native is None:
+        return None
+    *layers, head = native.products()
+    return Footprint(
+        sum(product.nbytes for product in (*layers, head)),
+        sum(product.rows * product.cols for product in layers),
+        head.rows * head.cols,
+    )
+
+
+def roofline(weights: Footprint, one_token_ms: float, prefill_s: float, tokens: int, read_rate: float) -> str:
+    """Where a native model's passes stand against the machine: the rate a one-token pass of ``one_token_ms``
+    reads its weights at, beside ``read_rate`` (GB/s), and the int8 multiply-adds per second of a
+    ``tokens``-token prefill of ``prefill_s``."""
+    rate = weights.weight_bytes / one_token_ms / 1e6
+    multiply_adds = tokens * weights.multiply_adds + weights.head_multiply_adds
+    return (
+        f"a one-token pass reads {weights.weight_bytes / 1e6:.0f} MB of weights: {rate:.1f} GB/s at its best time, "
+        f"{rate / read_rate:.2f}x this machine's streaming read in the same run ({read_rate:.1f} GB/s); the "
+        f"{tokens}-token prefill's products {multiply_adds / prefill_s / 1e9:.0f} G int8 multiply-adds/s"
+    )
+
+
 def compare(model_spec: str, context_tokens: int, repeats: int, only: tuple[str, ...] = tuple(KINDS)) -> str:
     """Time the models' passes (interleaved, ``repeats`` rounds) after a ``context_tokens`` prefill: the table.
 
@@ -79,12 +130,14 @@ def compare(model_spec: str, context_tokens: int, repeats: int, only: tuple[str,
             as_transformers_loads_it(models[KINDS["transformers"] + label])
     context = [100 + (i * 7919) % 20000 for i in range(context_tokens)]
     caches: dict[str, PrefixKV] = {}
+    prefill_s: dict[str, float] = {}
     lines = [kernel_line()]
     for name, model in models.items():
         caches[name] = PrefixKV()
         started = time.perf_counter()
         prefill(model, caches[name], context)
-        lines.append(f"{name}: {len(context)}-token prefill {time.perf_counter() - started:.2f} s")
+        prefill_s[name] = time.perf_counter() - started
+        lines.append(f"{name}: {len(context)}-token prefill {prefill_s[name]:.2f} s")
     times: dict[str, dict[int, list[float]]] = {name: {n: [] for n in SIZES} for name in models}
     for _ in range(repeats):
         for n in SIZES:
@@ -99,4 +152,9 @@ def compare(model_spec: str, context_tokens: int, repeats: int, only: tuple[str,
         base = min(times[name][1])
         relative = ", ".join(f"({n}, {min(times[name][n]) / base:.2f})" for n in SIZES)
         lines.append(f"{name}: relative to one token: {relative}")
+    read_rate = stream_read_rate()
+    for name, model in models.items():
+        weights = footprint(model)
+        if weights is not None:
+            lines.append(f"{name}: {roofline(weights, min(times[name][1]), prefill_s[name], len(context), read_rate)}")
     return "\n".join(lines)

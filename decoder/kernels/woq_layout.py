@@ -306,3 +306,9 @@ class WoqProduct:
             fill_job(job, weight, bias, column)
             column += weight.rows
         return cls(tuple(weights), jobs, weights[0][0].groups * GROUP, column)
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes one pass reads of this product's weights: their tiles and biases."""
+        tensors = [t for weight, bias in self.weights for t in (weight.tiles, bias) if t is not None]
+        return sum(t.numel() * t.element_size() for t in tensors)

@@ -93,6 +93,10 @@ class NativePass:
             for layer, after in zip(self.layers, nexts, strict=True)
         ]
 
+    def products(self) -> list[WoqProduct]:
+        """Every matrix product of a pass: the layers' in order, then the head."""
+        return [p for layer in self.layers for p in (layer.qkv, layer.o, layer.gate_up, layer.down)] + [self.head]
+
     def __call__(
         self,
         cache: DynamicCache,
