@@ -65,7 +65,7 @@ def timed_pass(model: torch.nn.Module, kv: PrefixKV, n: int) -> float:
 
 def stream_read_rate(mib: int = 256, repeats: int = 9) -> float:
     """This machine's streaming read, GB/s: the best of ``repeats`` sums of ``mib`` MiB of float32 (far beyond
-    the caches) on the threads the passes use, the bound of a one-token pass that reads every weight once."""
+    the caches) on the threads the passes use: the most a one-token pass that reads every weight once could reach."""
     buffer = torch.ones(mib * 2**20 // 4)
     best = float("inf")
     for _ in range(repeats):
