@@ -28,6 +28,7 @@ from lookahead_lsp.decoder.kernels.woq_native import native_kernel
 from lookahead_lsp.decoder.kv import PrefixKV
 from lookahead_lsp.decoder.runtime.model import load_model
 from lookahead_lsp.decoder.runtime.native_pass import native_pass
+from lookahead_lsp.evaluation.stream_read import stream_read_rate
 
 SIZES = (1, 2, 3, 4, 6, 8, 12, 16)
 KINDS = {
@@ -61,18 +62,6 @@ def timed_pass(model: torch.nn.Module, kv: PrefixKV, n: int) -> float:
     started = time.perf_counter()
     masked_pass(model, kv, n)
     return (time.perf_counter() - started) * 1000
-
-
-def stream_read_rate(mib: int = 256, repeats: int = 9) -> float:
-    """This machine's streaming read, GB/s: the best of ``repeats`` sums of ``mib`` MiB of float32 (far beyond
-    the caches) on the threads the passes use: the most a one-token pass that reads every weight once could reach."""
-    buffer = torch.ones(mib * 2**20 // 4)
-    best = float("inf")
-    for _ in range(repeats):
-        started = time.perf_counter()
-        buffer.sum()
-        best = min(best, time.perf_counter() - started)
-    return buffer.numel() * 4 / best / 1e9
 
 
 class Footprint(NamedTuple):

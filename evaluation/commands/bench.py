@@ -34,6 +34,7 @@ from lookahead_lsp.evaluation.peer_isa import engine_backend
 from lookahead_lsp.evaluation.remote_bench import LLAMA_SERVER, embedded_gguf, resident_bytes
 from lookahead_lsp.evaluation.report import bench_markdown, machine_description, write_bench
 from lookahead_lsp.evaluation.speed import BenchResult, ContextBuilder, DecoderConfig, parse_decoders, run_bench
+from lookahead_lsp.evaluation.stream_read import stream_read_rate
 from lookahead_lsp.evaluation.workloads import WORKLOADS, Corpus, Hole, make_holes
 from lookahead_lsp.lsp_server.cli import UsageError
 from lookahead_lsp.lsp_server.model_host import chosen_spec
@@ -165,11 +166,14 @@ def run(args: argparse.Namespace) -> int:
     args.model = chosen_spec(args.model, args.device)  # "auto": the model the daemon would load, for every side
     gguf = peer_gguf(args.model) if peers else None
     corpus, holes = load_holes(args)
+    read_before = stream_read_rate()  # before the model: its buffer stays below the run's resident peak
     loaded = load(args)
     builder = ContextBuilder(corpus, loaded.tokenizer, args.token_budget)
     meta = {**run_meta(args, corpus, loaded), "repeats": args.repeats, "rss_mb_model_loaded": _mb(resident_bytes())}
     result = bench_beside_peers(args, loaded, builder, holes, configs, meta, peers, gguf)
     meta.update(rss_mb_end=_mb(resident_bytes()), rss_mb_peak=_mb(resident_bytes(field_name="VmHWM")))
+    # the host's streaming read before and after (the peers stopped): how far the machine moved during the run
+    meta.update(stream_read_gb_s_start=round(read_before, 1), stream_read_gb_s_end=round(stream_read_rate(), 1))
     print(bench_markdown(result))
     written = write_bench(result, Path(args.out)) if args.out else []
     if args.lsp:

@@ -208,6 +208,9 @@ def test_bench_beside_llama_server_end_to_end(tmp_path: Path, capsys: pytest.Cap
     print({k: v for k, v in meta.items() if k.startswith(("rss", "llama"))})
     assert meta["llama_server_threads"] == 1 and meta["rss_mb_model_loaded"] > 100
     assert meta["rss_mb_llama-server"] > 100 and meta["rss_mb_llama-server-ngram"] > 100
+    # the host's streaming read before and after the run: a memory reads at least a GB a second
+    assert meta["stream_read_gb_s_start"] >= 1 and meta["stream_read_gb_s_end"] >= 1
+    assert "- stream_read_gb_s_start: " in (out / "bench.md").read_text()
     for row in data["summary"]["fim"]:
         assert row["tokens_per_s"] > 0 and row["prefill_ms"] > 0 and row["prefill_speedup"] > 0
         assert row["completion_ms"] == pytest.approx(row["prefill_ms"] + row["decode_ms"], abs=0.01)
