@@ -1,6 +1,6 @@
-"""Scratch A/B: decoding passes of 1, 2, 4, 8, 12, 16 tokens after a 512-token prefill on kernel builds given as
-name=path (argv[2:]), interleaved in one process, median of 30."""
-import statistics, sys, time
+"""Scratch A/B: decoding passes of 1, 2, 4, 8, 12, 16 tokens (or the widths in $KS, comma-separated) after a
+512-token prefill on kernel builds given as name=path (argv[2:]), interleaved in one process, median of 30."""
+import os, statistics, sys, time
 from pathlib import Path
 import torch
 from lookahead_lsp.decoder.forward import prefill, masked_pass
@@ -16,7 +16,7 @@ for spec in sys.argv[1].split(","):
     native = native_pass(lm.model, native_kernel())
     ids = lm.tokenizer(open("./decoder/lookahead.py").read())["input_ids"][:512]
     kv = PrefixKV(); prefill(lm.model, kv, ids)
-    for k in (1, 2, 4, 8, 12, 16):
+    for k in [int(width) for width in os.environ.get("KS", "1,2,4,8,12,16").split(",")]:
         times = {n: [] for n in names}
         for rep in range(30):
             for n in (names if rep % 2 else names[::-1]):

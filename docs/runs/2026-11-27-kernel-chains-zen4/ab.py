@@ -1,5 +1,6 @@
 """Scratch A/B: the 1.5B's real products on two kernel builds (argv[2]: the old library; the new one is built from the
-working tree), 1 and 8 rows, interleaved, median of 7; asserts the two give the same bits."""
+working tree), 1 and 8 rows (or the rows given as argv[3], comma-separated), interleaved, median of 7; asserts the
+two give the same bits."""
 
 import statistics
 import sys
@@ -14,7 +15,7 @@ from lookahead_lsp.decoder.runtime.native_pass import native_pass
 
 level = sys.argv[1]
 old = WoqKernel(Path(sys.argv[2]))
-new = WoqKernel(build(Path("/tmp/ab/new"), compiler() or "g++", level))
+new = WoqKernel(build(Path("/tmp/ab/new-" + level), compiler() or "g++", level))
 native = native_pass(load_model("embedded-1.5b").model, native_kernel())
 assert native is not None
 layers = native.layers
@@ -26,7 +27,7 @@ products = {
     "head": [native.head],
 }
 torch.manual_seed(0)
-for rows in (1, 8):
+for rows in [int(r) for r in (sys.argv[3] if len(sys.argv) > 3 else "1,8").split(",")]:
     for name, prods in products.items():
         xs = [torch.randn(rows, product.cols) for product in prods]
         for x, product in zip(xs[:2], prods[:2], strict=True):
