@@ -50,5 +50,5 @@ int64_t layer_scratch_floats(const Layer* layer, int64_t rows);
 int native_layer(const Layer* layer, float* residual, float* x, int64_t rows, const float* cos, const float* sin,
                  float* keys, int64_t k_head_stride, int64_t k_pos_stride, float* values, int64_t v_head_stride,
                  int64_t v_pos_stride, int64_t held, const int64_t* prefix, const int64_t* extra_start,
-                 const int64_t* extra, float* scratch, int64_t room, int threads);
+                 const int64_t* extra, float* scratch, int64_t room, int64_t kv_only, int threads);
 }

@@ -8,8 +8,12 @@
 // `x` holds the layer's normed input on entry and the next layer's on return; `residual` is summed in place. The
 // cache's rows for this pass's entries (positions held .. held + rows - 1 of each key head) must exist: the caller
 // makes room, this writes them. `scratch`: `room` floats, at least layer_scratch_floats(layer, rows), reused by
-// every layer. Returns 0; -5 for too little scratch (nothing done); or the first failing step's code: -1 a
-// product's layout, -2 attention's head size, -3 the norm's width, -4 the rotary's head size.
+// every layer. The first `kv_only` rows (0 <= kv_only < rows) stop once their keys and values are in the cache:
+// the last layer of a prefill chunk, whose other outputs only its last row's logits read; the rows after them
+// are computed as in any pass (each row's steps never depend on the others'), their `residual` and `x` rows
+// updated, the first rows' left as they were. Returns 0; -5 for too little scratch or a `kv_only` out of range
+// (nothing done); or the first failing step's code: -1 a product's layout, -2 attention's head size, -3 the
+// norm's width, -4 the rotary's head size.
 //
 // Built with decoder/woq_kernel.cpp into one library by decoder/woq_native.py.
 
@@ -28,8 +32,8 @@ int64_t layer_scratch_floats(const Layer* w, int64_t rows) {
 int native_layer(const Layer* w, float* residual, float* x, int64_t rows, const float* cos, const float* sin,
                  float* keys, int64_t k_head_stride, int64_t k_pos_stride, float* values, int64_t v_head_stride,
                  int64_t v_pos_stride, int64_t held, const int64_t* prefix, const int64_t* extra_start,
-                 const int64_t* extra, float* scratch, int64_t room, int threads) {
-    if (room < layer_scratch_floats(w, rows)) return -5;
+                 const int64_t* extra, float* scratch, int64_t room, int64_t kv_only, int threads) {
+    if (room < layer_scratch_floats(w, rows) || kv_only < 0 || kv_only >= rows) return -5;
     const int64_t d = w->dim, q_width = w->heads * d, kv_width = w->kv_heads * d, inter = w->gate_up.rows / 2;
     float* qkv = scratch;
     float* query = qkv + rows * w->qkv.rows;  // q's heads, rows side by side (attention's layout)
@@ -48,15 +52,20 @@ int native_layer(const Layer* w, float* residual, float* x, int64_t rows, const 
             memcpy(values + h * v_head_stride + (held + j) * v_pos_stride, row + q_width + kv_width + h * d, d * sizeof(float));
         }
     }
-    if (row_attention(query, rows, w->heads, w->kv_heads, d, keys, k_head_stride, k_pos_stride, values, v_head_stride,
-                      v_pos_stride, prefix, extra_start, extra, w->scale, attended, threads) != 0)
+    // From here on only the rows after the first kv_only: their query, plan entries, residual and input.
+    const int64_t full = rows - kv_only;
+    float* res = residual + kv_only * w->hidden;
+    float* in = x + kv_only * w->hidden;
+    if (row_attention(query + kv_only * q_width, full, w->heads, w->kv_heads, d, keys, k_head_stride, k_pos_stride,
+                      values, v_head_stride, v_pos_stride, prefix + kv_only, extra_start + kv_only, extra, w->scale,
+                      attended, threads) != 0)
         return -2;
-    if (woq_linear(attended, rows, w->o.jobs, (int)w->o.count, o, w->o.rows, threads) != 0) return -1;
-    if (residual_rms_norm(residual, o, rows, w->hidden, w->post_norm, w->eps, x) != 0) return -3;
-    if (woq_linear(x, rows, w->gate_up.jobs, (int)w->gate_up.count, gate_up, w->gate_up.rows, threads) != 0) return -1;
-    swiglu_rows(gate_up, rows, inter, act, threads);
-    if (woq_linear(act, rows, w->down.jobs, (int)w->down.count, down, w->down.rows, threads) != 0) return -1;
-    if (residual_rms_norm(residual, down, rows, w->hidden, w->next_norm, w->eps, x) != 0) return -3;
+    if (woq_linear(attended, full, w->o.jobs, (int)w->o.count, o, w->o.rows, threads) != 0) return -1;
+    if (residual_rms_norm(res, o, full, w->hidden, w->post_norm, w->eps, in) != 0) return -3;
+    if (woq_linear(in, full, w->gate_up.jobs, (int)w->gate_up.count, gate_up, w->gate_up.rows, threads) != 0) return -1;
+    swiglu_rows(gate_up, full, inter, act, threads);
+    if (woq_linear(act, full, w->down.jobs, (int)w->down.count, down, w->down.rows, threads) != 0) return -1;
+    if (residual_rms_norm(res, down, full, w->hidden, w->next_norm, w->eps, in) != 0) return -3;
     return 0;
 }
 }

@@ -126,7 +126,7 @@ class WoqKernel:
         self._swiglu.argtypes = [p, i64, i64, p, i32]
         self._layer = lib.native_layer
         layer = ctypes.POINTER(LayerWeights)
-        self._layer.argtypes = [layer, p, p, i64, p, p, p, i64, i64, p, i64, i64, i64, p, p, p, p, i64, i32]
+        self._layer.argtypes = [layer, p, p, i64, p, p, p, i64, i64, p, i64, i64, i64, p, p, p, p, i64, i64, i32]
         self._scratch = lib.layer_scratch_floats
         self._scratch.argtypes = [layer, i64]
         self._scratch.restype = ctypes.c_int64
@@ -216,12 +216,15 @@ class WoqKernel:
         cache: tuple[torch.Tensor, torch.Tensor],
         keys: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
         scratch: torch.Tensor,
+        kv_only: int = 0,
     ) -> None:
         """One decoder layer of a pass in one call (decoder/kernels/pass_kernel.cpp): ``x`` (rows, hidden), the
         layer's normed input, becomes the next layer's; ``residual`` is summed in place. ``rotary``: the rows'
         (cos, sin) (rows, dim). ``cache``: the layer's (keys, values) views (kv_heads, held + rows, dim), dim
         contiguous, whose last ``rows`` entries the pass's keys and values are written to. ``keys`` as
-        :meth:`attention`'s; ``scratch``: float32, at least :meth:`scratch_floats`."""
+        :meth:`attention`'s; ``scratch``: float32, at least :meth:`scratch_floats`. The first ``kv_only`` rows
+        (fewer than all) only write their keys and values: their rows of ``residual`` and ``x`` are left as
+        they were."""
         (key, value), (cos, sin), rows = cache, rotary, x.shape[0]
         if key.stride(-1) != 1 or value.stride(-1) != 1:
             raise ValueError("native_layer needs cache views with contiguous rows")
@@ -230,11 +233,11 @@ class WoqKernel:
             ctypes.byref(weights), residual.data_ptr(), x.data_ptr(), rows, cos.data_ptr(), sin.data_ptr(),
             key.data_ptr(), key.stride(0), key.stride(1), value.data_ptr(), value.stride(0), value.stride(1),
             key.shape[1] - rows, prefix.data_ptr(), start.data_ptr(), extra.data_ptr(), scratch.data_ptr(),
-            scratch.numel(), _threads(),
+            scratch.numel(), kv_only, _threads(),
         )  # fmt: skip
         if status != 0:
             step = {-1: "a product's layout", -2: "attention's head size", -3: "the norm's width", -4: "the rotary",
-                    -5: "too little scratch"}  # fmt: skip
+                    -5: "too little scratch or rows to compute"}  # fmt: skip
             raise ValueError(f"native_layer cannot run this layer: {step.get(status, status)}")
 
     def dequantize(self, weight: WoqWeight, dtype: torch.dtype = torch.bfloat16) -> torch.Tensor:

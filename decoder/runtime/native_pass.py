@@ -15,6 +15,8 @@ Every step computes each row of the pass on its own in one fixed sequence of ope
 decoder/row_kernel.cpp, decoder/layer_kernel.cpp), so a lookahead row equals a one-token greedy pass bit for
 bit. A prefill chunk on the model's own weights runs here too (its rows then equal decoding rows bit for bit);
 a prefill twin in a cheaper precision (bfloat16 on a CPU with a bfloat16 matrix unit) keeps transformers' path.
+A chunk reads only its last row's logits, so its last layer stops the other rows once their keys and values
+are in the cache (their attention, o, and MLP skipped: a layer of the model's 24 or 28 for all rows but one).
 
 :func:`native_pass` says whether a model qualifies: a Qwen2 whose every matrix is a :class:`WoqLinear` on the
 built kernel, float32, with no sliding window.
@@ -121,11 +123,14 @@ class NativePass:
         room = torch.empty(1, self.kv_heads, n, self.head_dim)  # the pass's cache entries, which each layer writes
         scratch = torch.empty(kernel.scratch_floats(self.weights[0], n))
         grow = getattr(cache, "make_room", None)  # decoder/kv.py's GrowingCache: its views widened, no copy
+        last = len(self.weights) - 1
         for i, weights in enumerate(self.weights):
             if between_layers is not None:
                 between_layers()
             all_k, all_v = grow(i, room) if grow is not None else cache.update(room, room, i)
-            kernel.layer(weights, residual, x, rotary, (all_k[0], all_v[0]), keys, scratch)
+            # ``last_only``: past its keys and values, the last layer computes only the row the logits read
+            kv_only = n - 1 if last_only and i == last else 0
+            kernel.layer(weights, residual, x, rotary, (all_k[0], all_v[0]), keys, scratch, kv_only)
         return kernel.linear(x[-1:] if last_only else x, self.head)
 
 

@@ -212,6 +212,46 @@ def test_one_native_layer_call_computes_the_steps_bits(packed: torch.nn.Module, 
             kernel.layer(native.weights[i], mine[0], mine[1], rotary, views(mine[2]), plan, scratch[:-1])
 
 
+def test_rows_that_only_write_keys_leave_the_others_bits_and_their_own_rows_alone(
+    packed: torch.nn.Module, kernel: WoqKernel
+) -> None:
+    """``kv_only`` (a prefill chunk's last layer): the first rows write their keys and values and stop; the
+    rows after them get the full call's bits, the first rows' residual and input are left as they were."""
+    native = native_pass(packed, kernel)
+    assert native is not None
+    generator = torch.Generator().manual_seed(12)
+    held, n, skip, capacity = 6, 5, 3, 16
+    hidden = native.final_norm.numel()
+    positions = torch.tensor([list(range(held, held + n))])
+    rotary = tuple(t[0].float().contiguous() for t in native.rotary(torch.zeros(1, n, hidden), positions))
+    keys = plan_keys(kernel, held, list(range(held, held + n)), None)
+    plan = (keys.prefix, keys.start, keys.extra)
+    views = lambda b: (b[0, :, : held + n], b[1, :, : held + n])  # noqa: E731
+    scratch = torch.empty(kernel.scratch_floats(native.weights[0], n))
+    residual, x = torch.randn(n, hidden, generator=generator), torch.randn(n, hidden, generator=generator)
+    buffers = torch.randn(2, native.kv_heads, capacity, native.head_dim, generator=generator)
+    whole = (residual.clone(), x.clone(), buffers.clone())
+    part = (residual.clone(), x.clone(), buffers.clone())
+    kernel.layer(native.weights[-1], whole[0], whole[1], rotary, views(whole[2]), plan, scratch)
+    kernel.layer(native.weights[-1], part[0], part[1], rotary, views(part[2]), plan, scratch, kv_only=skip)
+    assert torch.equal(part[2], whole[2])  # every row's keys and values
+    assert torch.equal(part[0][skip:], whole[0][skip:]) and torch.equal(part[1][skip:], whole[1][skip:])
+    assert torch.equal(part[0][:skip], residual[:skip]) and torch.equal(part[1][:skip], x[:skip])
+    assert not torch.equal(whole[0][:skip], residual[:skip])  # the whole call did change them
+    with pytest.raises(ValueError, match="rows to compute"):
+        kernel.layer(native.weights[-1], part[0], part[1], rotary, views(part[2]), plan, scratch, kv_only=n)
+
+
+def test_a_prefill_chunk_gives_a_full_pass_last_logits_and_cache_bit_for_bit(packed: torch.nn.Module) -> None:
+    prompt = [(7 * i) % 500 + 3 for i in range(21)]
+    full, chunk = PrefixKV(), PrefixKV()
+    want = forward(packed, full, prompt)
+    got = forward(packed, chunk, prompt, last_only=True)
+    assert got.shape[0] == 1 and torch.equal(got[-1], want[-1])
+    for mine, theirs in zip(chunk.cache.layers, full.cache.layers, strict=True):
+        assert torch.equal(mine.keys, theirs.keys) and torch.equal(mine.values, theirs.values)
+
+
 class CancelAfter(CancelToken):
     """Cancelled from its ``reads``-th look on (the prefill looks before each chunk and before each layer)."""
 
