@@ -25,7 +25,7 @@ def run(fast):
         keys = (plan.prefix, plan.start, plan.extra)
         if fast:
             const = (residual.data_ptr(), x.data_ptr(), 1, rotary[0].data_ptr(), rotary[1].data_ptr())
-            tail = (plan.prefix.data_ptr(), plan.start.data_ptr(), plan.extra.data_ptr(), scratch.data_ptr(), scratch.numel(), _threads())
+            tail = (plan.prefix.data_ptr(), plan.start.data_ptr(), plan.extra.data_ptr(), scratch.data_ptr(), scratch.numel(), 0, _threads())  # 0: kv_only (since 98a0b76)
             for i, ref in enumerate(refs):
                 all_k, all_v = cache.make_room(i, room)
                 kk, vv = all_k[0], all_v[0]
