@@ -23,7 +23,7 @@ from typing import NamedTuple
 
 import torch
 
-from lookahead_lsp.decoder.forward import masked_pass, prefill
+from lookahead_lsp.decoder.forward import PREFILL_CHUNK, masked_pass, prefill
 from lookahead_lsp.decoder.kernels.woq_native import native_kernel
 from lookahead_lsp.decoder.kv import PrefixKV
 from lookahead_lsp.decoder.runtime.model import load_model
@@ -69,7 +69,8 @@ class Footprint(NamedTuple):
 
     weight_bytes: int  # read by a one-token pass: every product's tiles and biases, the head's included
     multiply_adds: int  # per token, in the layers' products
-    head_multiply_adds: int  # per token the head computes (a prefill: its last token only)
+    head_multiply_adds: int  # per token the head computes (a prefill: each chunk's last token only)
+    last_layer_rest: int  # per token, the last layer's past q|k|v (a prefill: each chunk's last token only)
 
 
 def footprint(model: torch.nn.Module) -> Footprint | None:
@@ -79,19 +80,29 @@ def footprint(model: torch.nn.Module) -> Footprint | None:
     if native is None:
         return None
     *layers, head = native.products()
+    last = native.layers[-1]
     return Footprint(
         sum(product.nbytes for product in (*layers, head)),
         sum(product.rows * product.cols for product in layers),
         head.rows * head.cols,
+        sum(product.rows * product.cols for product in (last.o, last.gate_up, last.down)),
     )
 
 
-def roofline(weights: Footprint, one_token_ms: float, prefill_s: float, tokens: int, read_rate: float) -> str:
+def roofline(
+    weights: Footprint, one_token_ms: float, prefill_s: float, tokens: int, read_rate: float, chunk: int = PREFILL_CHUNK
+) -> str:
     """Where a native model's passes stand against the machine: the rate a one-token pass of ``one_token_ms``
     reads its weights at, beside ``read_rate`` (GB/s), and the int8 multiply-adds per second of a
-    ``tokens``-token prefill of ``prefill_s``."""
+    ``tokens``-token prefill of ``prefill_s`` in chunks of ``chunk`` (each chunk's last layer past q|k|v and its
+    head for its last token only, as :class:`decoder.runtime.native_pass.NativePass` computes them)."""
     rate = weights.weight_bytes / one_token_ms / 1e6
-    multiply_adds = tokens * weights.multiply_adds + weights.head_multiply_adds
+    chunks = -(-tokens // chunk)
+    multiply_adds = (
+        tokens * weights.multiply_adds
+        - (tokens - chunks) * weights.last_layer_rest
+        + chunks * weights.head_multiply_adds
+    )
     return (
         f"a one-token pass reads {weights.weight_bytes / 1e6:.0f} MB of weights: {rate:.1f} GB/s at its best time, "
         f"{rate / read_rate:.2f}x this machine's streaming read in the same run ({read_rate:.1f} GB/s); the "

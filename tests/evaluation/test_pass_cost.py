@@ -43,17 +43,24 @@ def test_the_footprint_counts_every_packed_weight_and_its_multiply_adds(
     assert len(linears) == 7 * model.config.num_hidden_layers + 1  # every layer's seven matrices and the head
     stored = sum(m.tiles.nbytes + (0 if m.bias is None else m.bias.nbytes) for m in linears.values())
     head = linears.pop("lm_head")
+    last = f"model.layers.{model.config.num_hidden_layers - 1}."
+    rest = ("self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")
     weights = footprint(model)
     assert weights == Footprint(
         stored,
         sum(m.out_features * m.in_features for m in linears.values()),
         head.out_features * head.in_features,
+        sum(linears[last + name].out_features * linears[last + name].in_features for name in rest),
     )
 
 
 def test_the_roofline_line_gives_the_rates_of_the_passes_it_was_handed() -> None:
-    weights = Footprint(weight_bytes=980_000_000, multiply_adds=1_300_000_000, head_multiply_adds=200_000_000)
-    line = roofline(weights, one_token_ms=28.0, prefill_s=5.0, tokens=800, read_rate=40.0)
+    weights = Footprint(
+        980_000_000, multiply_adds=1_300_000_000, head_multiply_adds=200_000_000, last_layer_rest=40_000_000
+    )
+    line = roofline(weights, one_token_ms=28.0, prefill_s=5.0, tokens=800, read_rate=40.0, chunk=256)
     assert line.startswith("a one-token pass reads 980 MB of weights: 35.0 GB/s at its best time, 0.88x")
     assert "(40.0 GB/s)" in line
-    assert line.endswith("the 800-token prefill's products 208 G int8 multiply-adds/s")  # (800 * 1.3 + 0.2) / 5
+    # 4 chunks: every token's layers, less the last layer past q|k|v for all but each chunk's last token, and
+    # the head for each chunk's last token: (800 * 1.3 - 796 * 0.04 + 4 * 0.2) / 5
+    assert line.endswith("the 800-token prefill's products 202 G int8 multiply-adds/s")
