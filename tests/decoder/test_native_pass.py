@@ -187,22 +187,37 @@ def layer_by_steps(
     kernel.residual_norm(residual, down, after, native.eps, x)
 
 
+Pair = tuple[torch.Tensor, torch.Tensor]
+
+
+def layer_call_inputs(
+    native: NativePass, kernel: WoqKernel, held: int, n: int
+) -> tuple[Pair, tuple[torch.Tensor, torch.Tensor, torch.Tensor], Callable[[torch.Tensor], Pair]]:
+    """What a layer call of ``n`` causal rows after ``held`` cached entries takes besides its tensors: the rows'
+    (cos, sin), the key plan, and the (kv_heads, held + n, dim) views of a (2, kv_heads, room, dim) buffer."""
+    positions = list(range(held, held + n))
+    hidden = native.final_norm.numel()
+    cos, sin = native.rotary(torch.zeros(1, n, hidden), torch.tensor([positions]))
+    keys = plan_keys(kernel, held, positions, None)
+
+    def views(buffers: torch.Tensor) -> Pair:
+        return buffers[0, :, : held + n], buffers[1, :, : held + n]
+
+    return (cos[0].float().contiguous(), sin[0].float().contiguous()), (keys.prefix, keys.start, keys.extra), views
+
+
 def test_one_native_layer_call_computes_the_steps_bits(packed: torch.nn.Module, kernel: WoqKernel) -> None:
     native = native_pass(packed, kernel)
     assert native is not None
     generator = torch.Generator().manual_seed(11)
     held, n, capacity = 9, 5, 20  # entries already cached, rows of the pass, the cache's room
     hidden = native.final_norm.numel()
-    positions = torch.tensor([list(range(held, held + n))])
-    rotary = tuple(t[0].float().contiguous() for t in native.rotary(torch.zeros(1, n, hidden), positions))
-    keys = plan_keys(kernel, held, list(range(held, held + n)), None)
-    plan = (keys.prefix, keys.start, keys.extra)
+    rotary, plan, views = layer_call_inputs(native, kernel, held, n)
     for i in range(len(native.layers)):
         residual = torch.randn(n, hidden, generator=generator)
         x = torch.randn(n, hidden, generator=generator)
         buffers = torch.randn(2, native.kv_heads, capacity, native.head_dim, generator=generator)
         mine = (residual.clone(), x.clone(), buffers.clone())
-        views = lambda b: (b[0, :, : held + n], b[1, :, : held + n])  # noqa: E731  (kv_heads, held + n, dim)
         layer_by_steps(kernel, native, i, residual, x, rotary, views(buffers), plan)
         scratch = torch.empty(kernel.scratch_floats(native.weights[i], n))
         kernel.layer(native.weights[i], mine[0], mine[1], rotary, views(mine[2]), plan, scratch)
@@ -222,11 +237,7 @@ def test_rows_that_only_write_keys_leave_the_others_bits_and_their_own_rows_alon
     generator = torch.Generator().manual_seed(12)
     held, n, skip, capacity = 6, 5, 3, 16
     hidden = native.final_norm.numel()
-    positions = torch.tensor([list(range(held, held + n))])
-    rotary = tuple(t[0].float().contiguous() for t in native.rotary(torch.zeros(1, n, hidden), positions))
-    keys = plan_keys(kernel, held, list(range(held, held + n)), None)
-    plan = (keys.prefix, keys.start, keys.extra)
-    views = lambda b: (b[0, :, : held + n], b[1, :, : held + n])  # noqa: E731
+    rotary, plan, views = layer_call_inputs(native, kernel, held, n)
     scratch = torch.empty(kernel.scratch_floats(native.weights[0], n))
     residual, x = torch.randn(n, hidden, generator=generator), torch.randn(n, hidden, generator=generator)
     buffers = torch.randn(2, native.kv_heads, capacity, native.head_dim, generator=generator)
