@@ -3,8 +3,9 @@
 // out[m, n] = sum_k x[m, k] * w[n, k] + bias[n], with w[n, k] = code * scale + offset per group of 32 weights
 // along a row, codes kept in the GGUF's own widths (4, 5 or 8 bits); or Q6_K's own form (6-bit codes, a float16
 // per 256 weights times a signed 8-bit scale per 16: w = d * sub * (code - 32)). Activations are quantized to
-// int8 per group of 32 (as llama.cpp's Q8 activations); each group's product of codes and activations is an
-// exact integer.
+// int8 per group of 32 (as llama.cpp's Q8_0 activations), or for a K-quant or Q6_K weight per super-block of 256
+// (as llama.cpp's Q8_K): then a super-block's products stay integers until its end. Each group's product of codes
+// and activations is an exact integer.
 //
 // Weights are read in TILES (decoder/woq_linear.py: tile_weight): 8 weight rows side by side, group by group,
 // each group's codes as 8 chunk vectors of 32 bytes, chunk k holding codes 4k..4k+3 of each of the 8 rows. One
@@ -26,9 +27,15 @@
 //   acc  = fma((float)dot, scale[n, g] * d[m, g], acc)                         (float32, group by group)
 //   acc  = fma(offset[n, g], d[m, g] * sum(q over the group), acc)
 //   out  = acc + bias[n]
-// and for Q6_K (no offset: its codes are centred before the dot)
-//   dot  = sub[n, 2g] * sum over codes 0..15 of (code - 32) * q + sub[n, 2g + 1] * the same over codes 16..31
-//   acc  = fma((float)dot, d[n, g / 8] * d[m, g], acc)
+// For the super-block modes, d[m, b] one per super-block b of 8 groups, each sum over its groups (int32, exact):
+//   K-quants (Q4_K, Q5_K: w = d * sc * code - dmin * mn, sc and mn 6-bit integers per group)
+//     I    = sum over g of sc[n, g] * dot[g];  M = sum over g of mn[n, g] * sum(q over group g)
+//     acc  = fma((float)I, d[n, b] * d[m, b], acc);  acc = fma((float)M, -dmin[n, b] * d[m, b], acc)
+//   Q6_K (no offset: its codes are centred before the dot)
+//     dot  = sub[n, 2g] * sum over codes 0..15 of (code - 32) * q + sub[n, 2g + 1] * the same over codes 16..31
+//     acc  = fma((float)(sum over g of dot), d[n, b] * d[m, b], acc)
+// (A super-block's int32 sums stay below 2^31: |I| <= 8 * 63 * 32 * 255 * 127 for byte codes.) Against the float
+// steps group by group this takes a 256-row prefill chunk's K-quant products about 1.08x faster.
 // Row independence: that sequence for out[m, n] does not depend on the number of rows in the pass, the tile of
 // rows it falls in or the thread that runs it: a lookahead pass computes for each of its rows exactly what a
 // one-token greedy pass computes.
@@ -224,20 +231,29 @@ static inline F8 super_scales(const uint8_t* first, int64_t block, int at) {
     for (int j = 0; j < LANES; j++) h[j] = super_bits(first, block, j, at);
     return {halves((const uint8_t*)h)};
 }
-// a K-quant tile-group's scales and offsets: the super-block's d and -dmin times the rows' 6-bit integers
-static inline void k_scales(const uint8_t* p, F8 d, F8 dmin, F8* s, F8* o) {
+// a K-quant tile-group's 6-bit sub-block scales and mins, the 8 rows' as int32 lanes
+static inline void k_ints(const uint8_t* p, I8* scale, I8* min) {
     const __m256i low = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i*)p));
     uint32_t bits;
     memcpy(&bits, p + 8, 4);
     const __m256i high = _mm256_set1_epi32((int32_t)bits), at = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
     const __m256i three = _mm256_set1_epi32(3), fifteen = _mm256_set1_epi32(15);
-    const __m256i scale = _mm256_or_si256(_mm256_and_si256(low, fifteen),
-                                          _mm256_slli_epi32(_mm256_and_si256(_mm256_srlv_epi32(high, at), three), 4));
+    *scale = _mm256_or_si256(_mm256_and_si256(low, fifteen),
+                             _mm256_slli_epi32(_mm256_and_si256(_mm256_srlv_epi32(high, at), three), 4));
     const __m256i at_min = _mm256_add_epi32(at, _mm256_set1_epi32(16));
-    const __m256i min = _mm256_or_si256(_mm256_srli_epi32(low, 4),
-                                        _mm256_slli_epi32(_mm256_and_si256(_mm256_srlv_epi32(high, at_min), three), 4));
-    s->v = _mm256_mul_ps(d.v, _mm256_cvtepi32_ps(scale));
-    o->v = _mm256_mul_ps(dmin.v, _mm256_cvtepi32_ps(min));
+    *min = _mm256_or_si256(_mm256_srli_epi32(low, 4),
+                           _mm256_slli_epi32(_mm256_and_si256(_mm256_srlv_epi32(high, at_min), three), 4));
+}
+static inline I8 i_zero() { return _mm256_setzero_si256(); }
+static inline I8 i_add(I8 a, I8 b) { return _mm256_add_epi32(a, b); }
+static inline I8 i_mul_add(I8 acc, I8 a, I8 b) { return _mm256_add_epi32(acc, _mm256_mullo_epi32(a, b)); }
+// two groups' 6-bit mins of each row as the int16 pair (min of g, min of g + 1) of its lane
+static inline I8 i_pairs(I8 first, I8 second) {
+    return _mm256_or_si256(_mm256_and_si256(first, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(second, 16));
+}
+// acc + each lane's pair of mins times a row's pair of activation sums (qsum of g, of g + 1), as int16 pairs
+static inline I8 pair_dot(I8 acc, I8 pairs, int32_t sums) {
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi32(sums)));
 }
 static inline void scales8(int mode, float zero, const uint8_t* p, F8* s, F8* o) {
     switch (mode) {
@@ -295,22 +311,26 @@ static inline F8 super_scales(const uint8_t* first, int64_t block, int at) {
 }
 // rows 4h .. 4h + 3's 6-bit integers of a K-quant head: low 4 bits from `low` (shifted right by `nibble`), the high
 // two from `high` (row j's at bit 2j + pairs)
-static inline float32x4_t k_subs4(uint32x4_t low, int nibble, uint32x4_t high, int pairs, int h) {
+static inline int32x4_t k_subs4(uint32x4_t low, int nibble, uint32x4_t high, int pairs, int h) {
     const int32_t at[4] = {-(pairs + 8 * h), -(pairs + 8 * h + 2), -(pairs + 8 * h + 4), -(pairs + 8 * h + 6)};
     const uint32x4_t top = vandq_u32(vshlq_u32(high, vld1q_s32(at)), vdupq_n_u32(3));
     const uint32x4_t bottom = vandq_u32(vshlq_u32(low, vdupq_n_s32(-nibble)), vdupq_n_u32(15));
-    return vcvtq_f32_u32(vorrq_u32(bottom, vshlq_n_u32(top, 4)));
+    return vreinterpretq_s32_u32(vorrq_u32(bottom, vshlq_n_u32(top, 4)));
 }
-// a K-quant tile-group's scales and offsets: the super-block's d and -dmin times the rows' 6-bit integers
-static inline void k_scales(const uint8_t* p, F8 d, F8 dmin, F8* s, F8* o) {
+// a K-quant tile-group's 6-bit sub-block scales and mins, the 8 rows' as int32 lanes
+static inline void k_ints(const uint8_t* p, I8* scale, I8* min) {
     const uint16x8_t wide = vmovl_u8(vld1_u8(p));
     const uint32x4_t lo = vmovl_u16(vget_low_u16(wide)), hi = vmovl_high_u16(wide);
     uint32_t bits;
     memcpy(&bits, p + 8, 4);
     const uint32x4_t high = vdupq_n_u32(bits);
-    *s = {vmulq_f32(d.lo, k_subs4(lo, 0, high, 0, 0)), vmulq_f32(d.hi, k_subs4(hi, 0, high, 0, 1))};
-    *o = {vmulq_f32(dmin.lo, k_subs4(lo, 4, high, 16, 0)), vmulq_f32(dmin.hi, k_subs4(hi, 4, high, 16, 1))};
+    *scale = {k_subs4(lo, 0, high, 0, 0), k_subs4(hi, 0, high, 0, 1)};
+    *min = {k_subs4(lo, 4, high, 16, 0), k_subs4(hi, 4, high, 16, 1)};
 }
+static inline I8 i_zero() { return {vdupq_n_s32(0), vdupq_n_s32(0)}; }
+static inline I8 i_add(I8 a, I8 b) { return {vaddq_s32(a.lo, b.lo), vaddq_s32(a.hi, b.hi)}; }
+static inline I8 i_mul_add(I8 acc, I8 a, I8 b) { return {vmlaq_s32(acc.lo, a.lo, b.lo), vmlaq_s32(acc.hi, a.hi, b.hi)}; }
+static inline I8 i_set1(int32_t v) { return {vdupq_n_s32(v), vdupq_n_s32(v)}; }
 static inline void scales8(int mode, float zero, const uint8_t* p, F8* s, F8* o) {
     switch (mode) {
         case HALF_ZERO:
@@ -364,13 +384,23 @@ static inline void f_store(F8 a, float* p) { memcpy(p, a.v, sizeof(a.v)); }
 static inline void scales8(int mode, float zero, const uint8_t* p, F8* s, F8* o) {
     tile_scales(mode, zero, p, nullptr, 0, s->v, o->v);
 }
-// a K-quant tile-group's scales and offsets: the super-block's d and -dmin times the rows' 6-bit integers
-static inline void k_scales(const uint8_t* p, F8 d, F8 dmin, F8* s, F8* o) {
+// a K-quant tile-group's 6-bit sub-block scales and mins, the 8 rows'
+static inline void k_ints(const uint8_t* p, I8* scale, I8* min) {
     for (int j = 0; j < LANES; j++) {
-        s->v[j] = d.v[j] * (float)k_sub_at(p, j, 0);
-        o->v[j] = dmin.v[j] * (float)k_sub_at(p, j, 1);
+        scale->v[j] = k_sub_at(p, j, 0);
+        min->v[j] = k_sub_at(p, j, 1);
     }
 }
+static inline I8 i_zero() { return I8{{0, 0, 0, 0, 0, 0, 0, 0}}; }
+static inline I8 i_add(I8 a, I8 b) {
+    for (int j = 0; j < LANES; j++) a.v[j] += b.v[j];
+    return a;
+}
+static inline I8 i_mul_add(I8 acc, I8 a, I8 b) {
+    for (int j = 0; j < LANES; j++) acc.v[j] += a.v[j] * b.v[j];
+    return acc;
+}
+static inline I8 i_set1(int32_t v) { return I8{{v, v, v, v, v, v, v, v}}; }
 static inline F8 f_scaled(F8 acc, I8 dot, F8 s, float d) {
     for (int j = 0; j < LANES; j++) acc.v[j] = fmaf((float)dot.v[j], s.v[j] * d, acc.v[j]);
     return acc;
@@ -459,30 +489,43 @@ struct Activations {
     std::vector<int8_t> q;
     std::vector<float> d, xo;
     std::vector<int32_t> qsum;
-    std::vector<int32_t> six;  // `centred`: six_centre of each row's groups, halves 0 and 1 (at 2 * index)
+    std::vector<int32_t> six;    // `centred`: six_centre of each row's groups, halves 0 and 1 (at 2 * index)
+    std::vector<int32_t> pairs;  // `supers`, x86: at an even group's index, its qsum and the next group's as int16
     int64_t batch, groups;
     // where row `row`'s group g is: its block's first row m0 times the groups, then g times the block's rows
     int64_t index(int64_t row, int64_t g) const {
         const int64_t m0 = row - row % ROW_TILE, rows = batch - m0 < ROW_TILE ? batch - m0 : ROW_TILE;
         return m0 * groups + g * rows + (row - m0);
     }
-    // `centred`: also each group's Q6_K centring (an x86 level's product with a Q6_K weight)
-    Activations(const float* x, int64_t batch, int64_t groups, int threads, bool centred)
+    // `centred`: also each group's Q6_K centring (an x86 level's product with a Q6_K weight). `supers`: quantized
+    // per super-block of 8 groups (d = max|x| / 127 over its 256 values, the same in each of its groups' entries),
+    // for the K-quants and Q6_K (as llama.cpp's Q8_K); else per group.
+    Activations(const float* x, int64_t batch, int64_t groups, int threads, bool centred, bool supers)
         : q(batch * groups * GROUP), d(batch * groups), xo(batch * groups), qsum(batch * groups),
-          six(centred ? 2 * batch * groups : 0), batch(batch), groups(groups) {
-        const int64_t count = batch * groups;  // a prefill chunk's: a few million values, shared out
-#pragma omp parallel for schedule(static) num_threads(threads) if (count >= 4096)
+          six(centred ? 2 * batch * groups : 0), pairs(supers && WOQ_SIMD ? batch * groups : 0), batch(batch),
+          groups(groups) {
+        const int64_t span = supers ? SUPER : 1, count = batch * groups / span;  // groups of one scale
+        // a prefill chunk's: a few million values, shared out
+#pragma omp parallel for schedule(static) num_threads(threads) if (count * span >= 4096)
         for (int64_t i = 0; i < count; i++) {
-            const float* p = x + i * GROUP;  // row i / groups, group i % groups
-            const int64_t at = index(i / groups, i % groups);
-            const float top = group_top(p);
+            const int64_t row = i * span / groups, g0 = i * span % groups;
+            const float* p = x + (row * groups + g0) * GROUP;
+            float top = 0.0f;
+            for (int j = 0; j < span; j++) top = fmaxf(top, group_top(p + j * GROUP));
             const float inv = top > 0.0f ? 127.0f / top : 0.0f;
-            const int32_t total = group_codes(p, inv, &q[at * GROUP]);
-            d[at] = top / 127.0f;
-            qsum[at] = total;
-            xo[at] = d[at] * (float)total;
-            if (centred)
-                for (int half = 0; half < 2; half++) six[2 * at + half] = six_centre(&q[at * GROUP], half);
+            for (int j = 0; j < span; j++) {
+                const int64_t at = index(row, g0 + j);
+                const int32_t total = group_codes(p + j * GROUP, inv, &q[at * GROUP]);
+                d[at] = top / 127.0f;
+                qsum[at] = total;
+                xo[at] = d[at] * (float)total;
+                if (centred)
+                    for (int half = 0; half < 2; half++) six[2 * at + half] = six_centre(&q[at * GROUP], half);
+                if (!pairs.empty() && j % 2 == 1) {
+                    const int64_t even = index(row, g0 + j - 1);
+                    pairs[even] = (int32_t)(((uint32_t)qsum[even] & 0xFFFF) | ((uint32_t)total << 16));
+                }
+            }
         }
     }
 };
@@ -846,67 +889,126 @@ static inline void six_dots(const uint8_t* p, const uint8_t* c, const int8_t* q,
 }
 #endif
 
-// the scales and offsets of the tile-group at p (not Q6_K: its sub-block scales are integers in its dots); a
-// K-quant's from its super-block's d and -dmin
-static inline void group_scales(const Tiled& w, const uint8_t* p, F8 d_super, F8 min_super, F8* s, F8* o) {
-    if (w.mode == K_QUANT)
-        k_scales(p, d_super, min_super, s, o);
-    else
-        scales8(w.mode, w.zero, p, s, o);
-}
-
-// every group's scales and offsets of tile t (not Q6_K), as block decodes them: s and o of group g at 2g, 2g + 1
+// every group's scales and offsets of tile t (a per-group scale mode), as block decodes them: s and o of group g at
+// 2g, 2g + 1
 static void tile_group_scales(const Tiled& w, int64_t t, F8* out) {
-    F8 d_super = f_zero(), min_super = f_zero();
-    for (int64_t g = 0; g < w.groups; g++) {
-        const uint8_t* p = w.data + (t * w.groups + g) * w.block;
-        if (g % SUPER == 0 && w.mode == K_QUANT) {
-            d_super = super_scales(p, w.block, K_D_AT);
-            min_super = super_scales(p, w.block, K_MIN_AT);
-        }
-        group_scales(w, p, d_super, min_super, &out[2 * g], &out[2 * g + 1]);
-    }
+    for (int64_t g = 0; g < w.groups; g++)
+        scales8(w.mode, w.zero, w.data + (t * w.groups + g) * w.block, &out[2 * g], &out[2 * g + 1]);
 }
 
-// tile t of the weight against rows m0 .. m0 + MT - 1 of the pass; KEPT: its scales and offsets are read from
-// `scales` (tile_group_scales), else decoded here (a compile-time choice: a one-token pass's loop is unchanged)
+// the tile-groups `ahead` blocks after p asked into the first-level cache: rows of a few hundred bytes are too
+// short for the hardware's stream prefetchers to ramp up; 16 blocks (3-4 KB) ahead: at 8 rows a block takes long
+// enough that 4 ahead arrived late
+__attribute__((always_inline)) static inline void prefetch_ahead(const uint8_t* p, int64_t block) {
+#if WOQ_SIMD
+    for (int64_t ahead = 0; ahead < block; ahead += 64)
+        _mm_prefetch((const char*)(p + PREFETCH_BLOCKS * block + ahead), _MM_HINT_T0);
+#elif WOQ_NEON
+    for (int64_t ahead = 0; ahead < block; ahead += 64) __builtin_prefetch(p + PREFETCH_BLOCKS * block + ahead, 0, 3);
+#else
+    (void)p;
+    (void)block;
+#endif
+}
+
+// tile t of a weight of a per-group scale mode against rows m0 .. m0 + MT - 1 of the pass; KEPT: its scales and
+// offsets are read from `scales` (tile_group_scales), else decoded here (a compile-time choice: a one-token pass's
+// loop is unchanged)
 template <int LAYOUT, int MT, bool KEPT>
 __attribute__((noinline)) static void block(const Tiled& w, int64_t t, const Activations& a, int64_t m0,
                                             const F8* scales) {
     const int64_t G = w.groups, head = scale_bytes(w.mode);
     F8 acc[MT];
     for (int m = 0; m < MT; m++) acc[m] = f_zero();
-    F8 d_super = f_zero(), min_super = f_zero();  // K-quants, Q6_K: the rows' values of the current super-block
     const int64_t first = a.index(m0, 0), step = a.index(m0, 1) - first;  // row m0's groups lie `step` apart
     for (int64_t g = 0; g < G; g++) {
         const uint8_t* p = w.data + (t * G + g) * w.block;
-#if WOQ_SIMD
-        // rows of a few hundred bytes are too short for the hardware's stream prefetchers to ramp up; 16 blocks
-        // (3-4 KB) ahead: at 8 rows a block takes long enough that 4 ahead arrived late
-        for (int64_t ahead = 0; ahead < w.block; ahead += 64)
-            _mm_prefetch((const char*)(p + PREFETCH_BLOCKS * w.block + ahead), _MM_HINT_T0);
-#elif WOQ_NEON
-        for (int64_t ahead = 0; ahead < w.block; ahead += 64) __builtin_prefetch(p + PREFETCH_BLOCKS * w.block + ahead, 0, 3);
-#endif
+        prefetch_ahead(p, w.block);
         const int64_t at = first + g * step;  // row m0's group g; row m0 + m's is m after it (its block's MT rows)
         I8 dot[MT];
-        if (g % SUPER == 0 && (LAYOUT == SIX_BITS || (!KEPT && w.mode == K_QUANT))) {
-            d_super = super_scales(p, w.block, LAYOUT == SIX_BITS ? SIX_D_AT : K_D_AT);
-            if (LAYOUT != SIX_BITS) min_super = super_scales(p, w.block, K_MIN_AT);
-        }
-        if constexpr (LAYOUT == SIX_BITS) {
-            six_dots<MT>(p, p + head, &a.q[at * GROUP], WOQ_SIMD ? a.six.data() + 2 * at : nullptr, dot);
-            for (int m = 0; m < MT; m++) acc[m] = f_scaled(acc[m], dot[m], d_super, a.d[at + m]);
+        group_dots<LAYOUT, MT>(p + head, &a.q[at * GROUP], &a.qsum[at], dot);
+        F8 s, o;
+        if constexpr (KEPT) {
+            s = scales[2 * g];
+            o = scales[2 * g + 1];
         } else {
-            group_dots<LAYOUT, MT>(p + head, &a.q[at * GROUP], &a.qsum[at], dot);
-            F8 s, o;
-            if constexpr (KEPT) {
-                s = scales[2 * g];
-                o = scales[2 * g + 1];
+            scales8(w.mode, w.zero, p, &s, &o);
+        }
+        for (int m = 0; m < MT; m++) acc[m] = f_step(acc[m], dot[m], s, a.d[at + m], o, a.xo[at + m]);
+    }
+    store_block<MT>(w, t, acc, m0);
+}
+
+// ---- super-block modes (K-quants, Q6_K): integer sums over a super-block of 8 groups, then its float steps.
+// A K-quant super-block's integers, each row's sub-block scales and mins, and its d and -dmin (KEPT: decoded once
+// per tile for a pass wider than a block of rows).
+struct SuperScales {
+    I8 scale[SUPER], min[SUPER];
+    F8 d, dmin;
+};
+
+// each super-block's integers and values of K-quant tile t, into out[0 .. groups / 8 - 1]
+static void tile_super_scales(const Tiled& w, int64_t t, SuperScales* out) {
+    for (int64_t b = 0; b < w.groups / SUPER; b++) {
+        const uint8_t* first = w.data + (t * w.groups + b * SUPER) * w.block;
+        out[b].d = super_scales(first, w.block, K_D_AT);
+        out[b].dmin = super_scales(first, w.block, K_MIN_AT);
+        for (int j = 0; j < SUPER; j++) k_ints(first + j * w.block, &out[b].scale[j], &out[b].min[j]);
+    }
+}
+
+// tile t of a K-quant or Q6_K weight against rows m0 .. m0 + MT - 1 of the pass (the activations quantized per
+// super-block); KEPT: the K-quant integers and values from `kept` (tile_super_scales), else decoded here
+template <int LAYOUT, int MT, bool KEPT>
+__attribute__((noinline)) static void super_block(const Tiled& w, int64_t t, const Activations& a, int64_t m0,
+                                                  const SuperScales* kept) {
+    const int64_t G = w.groups, head = scale_bytes(w.mode);
+    F8 acc[MT];
+    for (int m = 0; m < MT; m++) acc[m] = f_zero();
+    const int64_t first = a.index(m0, 0), step = a.index(m0, 1) - first;
+    for (int64_t b = 0; b < G / SUPER; b++) {
+        const uint8_t* start = w.data + (t * G + b * SUPER) * w.block;  // the super-block's first tile-group
+        I8 total[MT];
+        for (int m = 0; m < MT; m++) total[m] = i_zero();
+        I8 decoded[SUPER];  // the groups' mins (KEPT: in `kept`)
+        for (int j = 0; j < SUPER; j++) {
+            const uint8_t* p = start + j * w.block;
+            prefetch_ahead(p, w.block);
+            const int64_t at = first + (b * SUPER + j) * step;
+            I8 dot[MT];
+            if constexpr (LAYOUT == SIX_BITS) {
+                six_dots<MT>(p, p + head, &a.q[at * GROUP], WOQ_SIMD ? a.six.data() + 2 * at : nullptr, dot);
+                for (int m = 0; m < MT; m++) total[m] = i_add(total[m], dot[m]);
             } else {
-                group_scales(w, p, d_super, min_super, &s, &o);
+                group_dots<LAYOUT, MT>(p + head, &a.q[at * GROUP], &a.qsum[at], dot);
+                I8 scale;
+                if constexpr (KEPT)
+                    scale = kept[b].scale[j];
+                else
+                    k_ints(p, &scale, &decoded[j]);
+                for (int m = 0; m < MT; m++) total[m] = i_mul_add(total[m], dot[m], scale);
             }
-            for (int m = 0; m < MT; m++) acc[m] = f_step(acc[m], dot[m], s, a.d[at + m], o, a.xo[at + m]);
+        }
+        const int64_t at = first + b * SUPER * step;  // the super-block's activation scale: each group's d
+        const F8 d = KEPT && LAYOUT != SIX_BITS ? kept[b].d : super_scales(start, w.block, LAYOUT == SIX_BITS ? SIX_D_AT : K_D_AT);
+        for (int m = 0; m < MT; m++) acc[m] = f_scaled(acc[m], total[m], d, a.d[at + m]);
+        if constexpr (LAYOUT != SIX_BITS) {  // the mins times each group's activation sum (x86: two groups a step)
+            const I8* min = KEPT ? kept[b].min : decoded;
+            for (int m = 0; m < MT; m++) total[m] = i_zero();
+#if WOQ_SIMD
+            for (int j = 0; j < SUPER; j += 2) {
+                const I8 pairs = i_pairs(min[j], min[j + 1]);
+                const int32_t* sums = &a.pairs[first + (b * SUPER + j) * step];
+                for (int m = 0; m < MT; m++) total[m] = pair_dot(total[m], pairs, sums[m]);
+            }
+#else
+            for (int j = 0; j < SUPER; j++) {
+                const int32_t* sums = &a.qsum[first + (b * SUPER + j) * step];
+                for (int m = 0; m < MT; m++) total[m] = i_mul_add(total[m], min[j], i_set1(sums[m]));
+            }
+#endif
+            const F8 dmin = KEPT ? kept[b].dmin : super_scales(start, w.block, K_MIN_AT);
+            for (int m = 0; m < MT; m++) acc[m] = f_scaled(acc[m], total[m], dmin, a.d[at + m]);
         }
     }
     store_block<MT>(w, t, acc, m0);
@@ -1000,59 +1102,9 @@ static inline __m512 f_step2(__m512 acc, __m512i dot, __m512 s, float d, __m512 
     return _mm512_fmadd_ps(o, _mm512_set1_ps(xo), f_scaled2(acc, dot, s, d));
 }
 
-// tiles t and t + 1 of the weight against rows m0 .. m0 + MT - 1 of the pass, as block<LAYOUT, MT, KEPT> of each
-template <int LAYOUT, int MT, bool KEPT>
-__attribute__((noinline)) static void block2(const Tiled& w, int64_t t, const Activations& a, int64_t m0,
-                                             const F8* scales) {
-    const int64_t G = w.groups, head = scale_bytes(w.mode);
-    __m512 acc[MT];
-    for (int m = 0; m < MT; m++) acc[m] = _mm512_setzero_ps();
-    F8 d0 = f_zero(), d1 = f_zero(), min0 = f_zero(), min1 = f_zero();
-    const int64_t first = a.index(m0, 0), step = a.index(m0, 1) - first;
-    for (int64_t g = 0; g < G; g++) {
-        const uint8_t* p0 = w.data + (t * G + g) * w.block;
-        const uint8_t* p1 = p0 + G * w.block;
-        // each tile's stream PREFETCH_BLOCKS ahead; past the tiles' last group, the next pair's first groups (in
-        // the first block of rows: later blocks find the tiles in the cache)
-        const int64_t later = g + PREFETCH_BLOCKS, next = later >= G && m0 == 0;
-        const uint8_t* ahead0 = w.data + ((t + 2 * next) * G + later - next * G) * w.block;
-        for (int64_t ahead = 0; ahead < w.block; ahead += 64) {
-            _mm_prefetch((const char*)(ahead0 + ahead), _MM_HINT_T0);
-            _mm_prefetch((const char*)(ahead0 + G * w.block + ahead), _MM_HINT_T0);
-        }
-        const int64_t at = first + g * step;
-        __m512i dot[MT];
-        if (g % SUPER == 0 && (LAYOUT == SIX_BITS || (!KEPT && w.mode == K_QUANT))) {
-            const int d_at = LAYOUT == SIX_BITS ? SIX_D_AT : K_D_AT;
-            d0 = super_scales(p0, w.block, d_at);
-            d1 = super_scales(p1, w.block, d_at);
-            if (LAYOUT != SIX_BITS) {
-                min0 = super_scales(p0, w.block, K_MIN_AT);
-                min1 = super_scales(p1, w.block, K_MIN_AT);
-            }
-        }
-        if constexpr (LAYOUT == SIX_BITS) {
-            const int32_t* centre = a.six.data() + 2 * at;
-            six_half2<MT, 0>(p0, p1, p0 + head, p1 + head, &a.q[at * GROUP], centre, dot);
-            six_half2<MT, 1>(p0, p1, p0 + head, p1 + head, &a.q[at * GROUP], centre, dot);
-            const __m512 d = two(d0, d1);
-            for (int m = 0; m < MT; m++) acc[m] = f_scaled2(acc[m], dot[m], d, a.d[at + m]);
-        } else {
-            group_dots2<LAYOUT, MT>(p0 + head, p1 + head, &a.q[at * GROUP], dot);
-            F8 s_low, o_low, s_high, o_high;
-            if constexpr (KEPT) {
-                s_low = scales[2 * g];
-                o_low = scales[2 * g + 1];
-                s_high = scales[2 * G + 2 * g];
-                o_high = scales[2 * G + 2 * g + 1];
-            } else {
-                group_scales(w, p0, d0, min0, &s_low, &o_low);
-                group_scales(w, p1, d1, min1, &s_high, &o_high);
-            }
-            const __m512 s = two(s_low, s_high), o = two(o_low, o_high);
-            for (int m = 0; m < MT; m++) acc[m] = f_step2(acc[m], dot[m], s, a.d[at + m], o, a.xo[at + m]);
-        }
-    }
+// the accumulators of two tiles side by side stored as each tile's rows
+template <int MT>
+static inline void store_block2(const Tiled& w, int64_t t, const __m512* acc, int64_t m0) {
     F8 low[MT], high[MT];
     for (int m = 0; m < MT; m++) {
         low[m].v = _mm512_castps512_ps256(acc[m]);
@@ -1061,40 +1113,168 @@ __attribute__((noinline)) static void block2(const Tiled& w, int64_t t, const Ac
     store_block<MT>(w, t, low, m0);
     store_block<MT>(w, t + 1, high, m0);
 }
+
+// each tile's stream PREFETCH_BLOCKS ahead of its group g; past the tiles' last group, the next pair's first groups
+// (in the first block of rows: later blocks find the tiles in the cache)
+// (always inlined: GCC otherwise judged a call that only prefetches to have no effect and dropped it)
+__attribute__((always_inline)) static inline void prefetch_pair(const Tiled& w, int64_t t, int64_t g, int64_t m0) {
+    const int64_t G = w.groups, later = g + PREFETCH_BLOCKS, next = later >= G && m0 == 0;
+    const uint8_t* ahead0 = w.data + ((t + 2 * next) * G + later - next * G) * w.block;
+    for (int64_t ahead = 0; ahead < w.block; ahead += 64) {
+        _mm_prefetch((const char*)(ahead0 + ahead), _MM_HINT_T0);
+        _mm_prefetch((const char*)(ahead0 + G * w.block + ahead), _MM_HINT_T0);
+    }
+}
+
+static inline __m512i two(__m256i low, __m256i high) { return _mm512_inserti64x4(_mm512_castsi256_si512(low), high, 1); }
+
+// tiles t and t + 1 of a weight of a per-group scale mode against rows m0 .. m0 + MT - 1 of the pass, as
+// block<LAYOUT, MT, KEPT> of each
+template <int LAYOUT, int MT, bool KEPT>
+__attribute__((noinline)) static void block2(const Tiled& w, int64_t t, const Activations& a, int64_t m0,
+                                             const F8* scales) {
+    const int64_t G = w.groups, head = scale_bytes(w.mode);
+    __m512 acc[MT];
+    for (int m = 0; m < MT; m++) acc[m] = _mm512_setzero_ps();
+    const int64_t first = a.index(m0, 0), step = a.index(m0, 1) - first;
+    for (int64_t g = 0; g < G; g++) {
+        const uint8_t* p0 = w.data + (t * G + g) * w.block;
+        const uint8_t* p1 = p0 + G * w.block;
+        prefetch_pair(w, t, g, m0);
+        const int64_t at = first + g * step;
+        __m512i dot[MT];
+        group_dots2<LAYOUT, MT>(p0 + head, p1 + head, &a.q[at * GROUP], dot);
+        F8 s_low, o_low, s_high, o_high;
+        if constexpr (KEPT) {
+            s_low = scales[2 * g];
+            o_low = scales[2 * g + 1];
+            s_high = scales[2 * G + 2 * g];
+            o_high = scales[2 * G + 2 * g + 1];
+        } else {
+            scales8(w.mode, w.zero, p0, &s_low, &o_low);
+            scales8(w.mode, w.zero, p1, &s_high, &o_high);
+        }
+        const __m512 s = two(s_low, s_high), o = two(o_low, o_high);
+        for (int m = 0; m < MT; m++) acc[m] = f_step2(acc[m], dot[m], s, a.d[at + m], o, a.xo[at + m]);
+    }
+    store_block2<MT>(w, t, acc, m0);
+}
+
+// tiles t and t + 1 of a K-quant or Q6_K weight against rows m0 .. m0 + MT - 1, as super_block<LAYOUT, MT, KEPT>
+// of each (`kept`: tile t's super-blocks, then tile t + 1's); a super-block's mins two groups a step by vpdpwssd
+template <int LAYOUT, int MT, bool KEPT>
+__attribute__((noinline)) static void super_block2(const Tiled& w, int64_t t, const Activations& a, int64_t m0,
+                                                   const SuperScales* kept) {
+    const int64_t G = w.groups, B = G / SUPER, head = scale_bytes(w.mode);
+    __m512 acc[MT];
+    for (int m = 0; m < MT; m++) acc[m] = _mm512_setzero_ps();
+    const int64_t first = a.index(m0, 0), step = a.index(m0, 1) - first;
+    for (int64_t b = 0; b < B; b++) {
+        const uint8_t* start0 = w.data + (t * G + b * SUPER) * w.block;
+        const uint8_t* start1 = start0 + G * w.block;
+        __m512i total[MT];
+        for (int m = 0; m < MT; m++) total[m] = _mm512_setzero_si512();
+        I8 min[2][SUPER];  // each tile's mins, group by group (KEPT: in `kept`)
+        for (int j = 0; j < SUPER; j++) {
+            const uint8_t* p0 = start0 + j * w.block;
+            const uint8_t* p1 = start1 + j * w.block;
+            prefetch_pair(w, t, b * SUPER + j, m0);
+            const int64_t at = first + (b * SUPER + j) * step;
+            __m512i dot[MT];
+            if constexpr (LAYOUT == SIX_BITS) {
+                const int32_t* centre = a.six.data() + 2 * at;
+                six_half2<MT, 0>(p0, p1, p0 + head, p1 + head, &a.q[at * GROUP], centre, dot);
+                six_half2<MT, 1>(p0, p1, p0 + head, p1 + head, &a.q[at * GROUP], centre, dot);
+                for (int m = 0; m < MT; m++) {
+                    total[m] = _mm512_add_epi32(total[m], dot[m]);
+                    in_register(total[m]);
+                }
+            } else {
+                group_dots2<LAYOUT, MT>(p0 + head, p1 + head, &a.q[at * GROUP], dot);
+                I8 low, high;
+                if constexpr (KEPT) {
+                    low = kept[b].scale[j];
+                    high = kept[B + b].scale[j];
+                } else {
+                    k_ints(p0, &low, &min[0][j]);
+                    k_ints(p1, &high, &min[1][j]);
+                }
+                const __m512i scale = two(low, high);
+                for (int m = 0; m < MT; m++) {
+                    total[m] = _mm512_add_epi32(total[m], _mm512_mullo_epi32(dot[m], scale));
+                    in_register(total[m]);
+                }
+            }
+        }
+        const int64_t at = first + b * SUPER * step;
+        const bool held = KEPT && LAYOUT != SIX_BITS;
+        const int d_at = LAYOUT == SIX_BITS ? SIX_D_AT : K_D_AT;
+        const __m512 d = two(held ? kept[b].d : super_scales(start0, w.block, d_at),
+                             held ? kept[B + b].d : super_scales(start1, w.block, d_at));
+        for (int m = 0; m < MT; m++) acc[m] = f_scaled2(acc[m], total[m], d, a.d[at + m]);
+        if constexpr (LAYOUT != SIX_BITS) {
+            __m512i mins[MT];
+            for (int m = 0; m < MT; m++) mins[m] = _mm512_setzero_si512();
+            const I8* low = KEPT ? kept[b].min : min[0];
+            const I8* high = KEPT ? kept[B + b].min : min[1];
+            for (int j = 0; j < SUPER; j += 2) {
+                const __m512i pairs = two(i_pairs(low[j], low[j + 1]), i_pairs(high[j], high[j + 1]));
+                const int32_t* sums = &a.pairs[first + (b * SUPER + j) * step];
+                for (int m = 0; m < MT; m++) mins[m] = _mm512_dpwssd_epi32(mins[m], pairs, _mm512_set1_epi32(sums[m]));
+            }
+            const __m512 dmin = two(KEPT ? kept[b].dmin : super_scales(start0, w.block, K_MIN_AT),
+                                    KEPT ? kept[B + b].dmin : super_scales(start1, w.block, K_MIN_AT));
+            for (int m = 0; m < MT; m++) acc[m] = f_scaled2(acc[m], mins[m], dmin, a.d[at + m]);
+        }
+    }
+    store_block2<MT>(w, t, acc, m0);
+}
 #endif
 
-// tile t of the weight (and t + 1 where `two_tiles`, an AVX-512 build's pair) against rows m0 .. m0 + MT - 1
-template <int LAYOUT, int MT, bool KEPT>
-static inline void tiles_block(const Tiled& w, int64_t t, bool two_tiles, const Activations& a, int64_t m0,
-                               const F8* scales) {
+// Where a tile's scales come from: decoded from its tile-groups as it goes, or kept (weight_tiles) for a pass wider
+// than a block of rows: a per-group mode's floats (tile_group_scales) or a super-block mode's (tile_super_scales).
+struct Kept {
+    const F8* scales;
+    const SuperScales* supers;
+};
+
+// tile t of the weight (and t + 1 where `two_tiles`, an AVX-512 build's pair) against rows m0 .. m0 + MT - 1;
+// SUPERS: a super-block scale mode (K-quants, Q6_K)
+template <int LAYOUT, int MT, bool KEPT, bool SUPERS>
+static inline void tiles_block(const Tiled& w, int64_t t, bool two_tiles, const Activations& a, int64_t m0, Kept kept) {
 #if WOQ_VNNI == 2
-    if (two_tiles) return block2<LAYOUT, MT, KEPT>(w, t, a, m0, scales);
+    if (two_tiles) {
+        if constexpr (SUPERS) return super_block2<LAYOUT, MT, KEPT>(w, t, a, m0, kept.supers);
+        else return block2<LAYOUT, MT, KEPT>(w, t, a, m0, kept.scales);
+    }
 #endif
     (void)two_tiles;
-    block<LAYOUT, MT, KEPT>(w, t, a, m0, scales);
+    if constexpr (SUPERS) super_block<LAYOUT, MT, KEPT>(w, t, a, m0, kept.supers);
+    else block<LAYOUT, MT, KEPT>(w, t, a, m0, kept.scales);
 }
 
 // tiles t0 .. t1 - 1 of the weight against rows m0 .. m0 + ROW_TILE - 1 (or the rest of the rows) of the pass;
-// KEPT: with their scales and offsets in `scales`, tile by tile (weight_tiles)
-template <int LAYOUT, bool KEPT>
-static inline void row_block(const Tiled& w, int64_t t0, int64_t t1, const Activations& a, int64_t m0, const F8* scales) {
+// KEPT: with their scales in `kept`, tile by tile (weight_tiles)
+template <int LAYOUT, bool KEPT, bool SUPERS>
+static inline void row_block(const Tiled& w, int64_t t0, int64_t t1, const Activations& a, int64_t m0, Kept kept) {
     const int64_t rows = a.batch - m0 < ROW_TILE ? a.batch - m0 : ROW_TILE;
     for (int64_t t = t0; t < t1; t++) {
-        const F8* s = KEPT ? scales + 2 * w.groups * (t - t0) : nullptr;
+        const Kept s = {KEPT && !SUPERS ? kept.scales + 2 * w.groups * (t - t0) : nullptr,
+                        KEPT && SUPERS ? kept.supers + w.groups / SUPER * (t - t0) : nullptr};
         // tiles two by two where the pass is bound by its arithmetic: wider than a block of rows (a prefill
         // chunk), or a whole block of codes narrower than bytes; fewer rows, or 8 rows of byte codes, are bound by
         // memory and ran slower two by two
         const bool wide = a.batch > ROW_TILE || (a.batch == ROW_TILE && LAYOUT != BYTES);
         const bool pair = TWO_TILES && wide && rows > 1 && t + 1 < t1;
         switch (rows) {  // the rest: the same arithmetic per row
-            case ROW_TILE: tiles_block<LAYOUT, ROW_TILE, KEPT>(w, t, pair, a, m0, s); break;
-            case 7: tiles_block<LAYOUT, (7 < ROW_TILE ? 7 : 1), KEPT>(w, t, pair, a, m0, s); break;
-            case 6: tiles_block<LAYOUT, (6 < ROW_TILE ? 6 : 1), KEPT>(w, t, pair, a, m0, s); break;
-            case 5: tiles_block<LAYOUT, (5 < ROW_TILE ? 5 : 1), KEPT>(w, t, pair, a, m0, s); break;
-            case 3: tiles_block<LAYOUT, 3, KEPT>(w, t, pair, a, m0, s); break;
-            case 2: tiles_block<LAYOUT, 2, KEPT>(w, t, pair, a, m0, s); break;
-            case 1: tiles_block<LAYOUT, 1, KEPT>(w, t, false, a, m0, s); break;
-            default: tiles_block<LAYOUT, (4 < ROW_TILE ? 4 : 1), KEPT>(w, t, pair, a, m0, s); break;  // 4 rows
+            case ROW_TILE: tiles_block<LAYOUT, ROW_TILE, KEPT, SUPERS>(w, t, pair, a, m0, s); break;
+            case 7: tiles_block<LAYOUT, (7 < ROW_TILE ? 7 : 1), KEPT, SUPERS>(w, t, pair, a, m0, s); break;
+            case 6: tiles_block<LAYOUT, (6 < ROW_TILE ? 6 : 1), KEPT, SUPERS>(w, t, pair, a, m0, s); break;
+            case 5: tiles_block<LAYOUT, (5 < ROW_TILE ? 5 : 1), KEPT, SUPERS>(w, t, pair, a, m0, s); break;
+            case 3: tiles_block<LAYOUT, 3, KEPT, SUPERS>(w, t, pair, a, m0, s); break;
+            case 2: tiles_block<LAYOUT, 2, KEPT, SUPERS>(w, t, pair, a, m0, s); break;
+            case 1: tiles_block<LAYOUT, 1, KEPT, SUPERS>(w, t, false, a, m0, s); break;
+            default: tiles_block<LAYOUT, (4 < ROW_TILE ? 4 : 1), KEPT, SUPERS>(w, t, pair, a, m0, s); break;  // 4 rows
         }
         t += pair;
     }
@@ -1106,24 +1286,35 @@ static const int64_t TILE_GROUP = 4;  // tiles that go through a wide pass's row
 // at the end), each tile decoded once per ROW_TILE rows of the pass. A group's tiles meet each block of rows in
 // turn: the block's activations (ROW_TILE rows of the whole width: 72 KB for 8960 columns) are read from the
 // outer caches once per group, not once per tile, while the group's tiles stay in the second-level cache. With
-// more than one block of rows, the group's scales and offsets are decoded once, before its first block (Q6_K's
-// are integers in its dots).
-template <int LAYOUT>
+// more than one block of rows, the group's scales are decoded once, before its first block (Q6_K's are integers in
+// its dots but for its d: read once a super-block). SUPERS: a super-block scale mode (`a` quantized per
+// super-block).
+template <int LAYOUT, bool SUPERS>
 static void weight_tiles(const Tiled& w, const Activations& a) {
     const int64_t tiles = (w.rows + LANES - 1) / LANES, groups = (tiles + TILE_GROUP - 1) / TILE_GROUP;
     const bool keep = LAYOUT != SIX_BITS && a.batch > ROW_TILE;
-    std::vector<F8> scales(keep ? 2 * TILE_GROUP * w.groups : 0);
+    std::vector<F8> scales(keep && !SUPERS ? 2 * TILE_GROUP * w.groups : 0);
+    std::vector<SuperScales> supers(keep && SUPERS ? TILE_GROUP * (w.groups / SUPER) : 0);
+    const Kept kept = {scales.data(), supers.data()};
 #pragma omp for schedule(static) nowait
     for (int64_t n = 0; n < groups; n++) {
         const int64_t t0 = n * TILE_GROUP, t1 = t0 + TILE_GROUP < tiles ? t0 + TILE_GROUP : tiles;
         if (!keep) {
-            for (int64_t m0 = 0; m0 < a.batch; m0 += ROW_TILE) row_block<LAYOUT, false>(w, t0, t1, a, m0, nullptr);
+            for (int64_t m0 = 0; m0 < a.batch; m0 += ROW_TILE) row_block<LAYOUT, false, SUPERS>(w, t0, t1, a, m0, kept);
             continue;
         }
-        for (int64_t t = t0; t < t1; t++) tile_group_scales(w, t, &scales[2 * w.groups * (t - t0)]);
-        for (int64_t m0 = 0; m0 < a.batch; m0 += ROW_TILE) row_block<LAYOUT, true>(w, t0, t1, a, m0, scales.data());
+        for (int64_t t = t0; t < t1; t++) {
+            if constexpr (SUPERS)
+                tile_super_scales(w, t, &supers[w.groups / SUPER * (t - t0)]);
+            else
+                tile_group_scales(w, t, &scales[2 * w.groups * (t - t0)]);
+        }
+        for (int64_t m0 = 0; m0 < a.batch; m0 += ROW_TILE) row_block<LAYOUT, true, SUPERS>(w, t0, t1, a, m0, kept);
     }
 }
+
+// whether a scale mode is one of super-blocks (K-quants, Q6_K): its activations quantized per super-block
+static inline bool super_mode(int64_t mode) { return mode == K_QUANT || mode == SUB_SCALES; }
 
 // a layout and scale mode the kernel reads (Q6_K's only together; Q6_K and K-quants in whole super-blocks)
 static bool known(int64_t layout, int64_t mode, int64_t groups) {
@@ -1180,18 +1371,32 @@ extern "C" {
 int woq_linear(const float* x, int64_t batch, const Job* jobs, int count, float* out, int64_t out_cols, int threads) {
     for (int j = 0; j < count; j++)
         if (!known(jobs[j].layout, jobs[j].mode, jobs[j].groups) || jobs[j].groups != jobs[0].groups) return -1;
-    bool six = false;
-    for (int j = 0; j < count; j++) six = six || jobs[j].layout == SIX_BITS;
-    const Activations a(x, batch, jobs[0].groups, threads, WOQ_SIMD && six);
+    bool six = false, supers = false, groups = false;  // a Q6_K job; a job of a super-block mode; one of groups
+    for (int j = 0; j < count; j++) {
+        six = six || jobs[j].layout == SIX_BITS;
+        supers = supers || super_mode(jobs[j].mode);
+        groups = groups || !super_mode(jobs[j].mode);
+    }
+    const int64_t width = jobs[0].groups;  // each kind of job its own activations (both where a product mixes them)
+    const Activations per_group(x, groups ? batch : 0, width, threads, false, false);
+    const Activations per_super(x, supers ? batch : 0, width, threads, WOQ_SIMD && six, true);
 #pragma omp parallel num_threads(threads)
     {
         for (int j = 0; j < count; j++) {
             const Tiled w = tiled(jobs[j], out + jobs[j].column, out_cols);
-            switch (w.layout) {
-                case NIBBLES: weight_tiles<NIBBLES>(w, a); break;
-                case NIBBLES_HIGH_BIT: weight_tiles<NIBBLES_HIGH_BIT>(w, a); break;
-                case SIX_BITS: weight_tiles<SIX_BITS>(w, a); break;
-                default: weight_tiles<BYTES>(w, a); break;
+            if (super_mode(w.mode)) {
+                switch (w.layout) {
+                    case NIBBLES: weight_tiles<NIBBLES, true>(w, per_super); break;
+                    case NIBBLES_HIGH_BIT: weight_tiles<NIBBLES_HIGH_BIT, true>(w, per_super); break;
+                    case SIX_BITS: weight_tiles<SIX_BITS, true>(w, per_super); break;
+                    default: weight_tiles<BYTES, true>(w, per_super); break;
+                }
+            } else {
+                switch (w.layout) {
+                    case NIBBLES: weight_tiles<NIBBLES, false>(w, per_group); break;
+                    case NIBBLES_HIGH_BIT: weight_tiles<NIBBLES_HIGH_BIT, false>(w, per_group); break;
+                    default: weight_tiles<BYTES, false>(w, per_group); break;
+                }
             }
         }
     }

@@ -344,25 +344,30 @@ def build(root: Path, cxx: str, level: str) -> Path:
     return target
 
 
-def quantize_activations(x: torch.Tensor) -> torch.Tensor:
-    """What the kernel multiplies: each group of 32 of a float32 row rounded to int8 steps of ``max|x| / 127``
-    (half to even), returned dequantized (float64)."""
-    groups = x.float().reshape(x.shape[0], -1, 32)
+def quantize_activations(x: torch.Tensor, supers: bool = False) -> torch.Tensor:
+    """What the kernel multiplies: each group of 32 of a float32 row (``supers``: each super-block of 256, as for
+    a K-quant or Q6_K weight) rounded to int8 steps of ``max|x| / 127`` (half to even), returned dequantized
+    (float64)."""
+    groups = x.float().reshape(x.shape[0], -1, 256 if supers else 32)
     top = groups.abs().amax(dim=-1, keepdim=True)
     inv = torch.where(top > 0, torch.tensor(127.0) / top, torch.zeros_like(top))
     return (torch.round(groups * inv).double() * (top / 127.0).double()).reshape(x.shape)
 
 
-def reference_product(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-    """The kernel's product in float64 with the exact ``weight`` (rows, cols): ``x`` as the kernel sees it."""
-    return quantize_activations(x) @ weight.double().t()
+def reference_product(x: torch.Tensor, weight: torch.Tensor, supers: bool = False) -> torch.Tensor:
+    """The kernel's product in float64 with the exact ``weight`` (rows, cols): ``x`` as the kernel sees it
+    (``supers``: a K-quant or Q6_K weight's, quantized per super-block)."""
+    return quantize_activations(x, supers) @ weight.double().t()
 
 
-def reference_linear(x: torch.Tensor, codes: torch.Tensor, scale: torch.Tensor, offset: torch.Tensor) -> torch.Tensor:
-    """The kernel's product in float64: ``codes`` (rows, cols) unpacked, ``x`` as the kernel sees it."""
+def reference_linear(
+    x: torch.Tensor, codes: torch.Tensor, scale: torch.Tensor, offset: torch.Tensor, supers: bool = False
+) -> torch.Tensor:
+    """The kernel's product in float64: ``codes`` (rows, cols) unpacked, ``x`` as the kernel sees it (``supers``:
+    a K-quant's)."""
     rows, cols = codes.shape
     grouped = codes.double().reshape(rows, -1, 32) * scale.double()[..., None] + offset.double()[..., None]
-    return reference_product(x, grouped.reshape(rows, cols))
+    return reference_product(x, grouped.reshape(rows, cols), supers)
 
 
 def probe_weights(generator: torch.Generator) -> list[AffineGroups | SixBitGroups]:
@@ -386,7 +391,7 @@ def probe(kernel: WoqKernel) -> bool:
     for groups in probe_weights(generator):
         x = torch.randn(3, groups.shape[1], generator=generator)
         got = kernel.linear(x, WoqProduct.of([(WoqWeight.of(woq_state(groups)), None)]))
-        want = reference_product(x, torch.from_numpy(groups.dequantize()))
+        want = reference_product(x, torch.from_numpy(groups.dequantize()), isinstance(groups, SixBitGroups))
         if not torch.allclose(got.double(), want, rtol=1e-4, atol=1e-4 * float(want.abs().max())):
             return False
     return True

@@ -28,6 +28,7 @@ from lookahead_lsp.decoder.kernels.woq_native import (
     load_kernel,
     probe,
     reference_linear,
+    reference_product,
 )
 from lookahead_lsp.decoder.runtime.woq_layer import WoqLinear
 from lookahead_lsp.decoder.weights.gguf_blocks import AffineGroups, read_affine
@@ -137,9 +138,13 @@ def test_k_quant_scales_are_stored_in_their_two_levels_and_computed_exactly(
     np.testing.assert_array_equal(back.offset, groups.offset)
     layer = WoqLinear(kernel, state, None)
     assert layer.layout == layout
-    flat = WoqLinear(kernel, woq_state(AffineGroups(groups.codes, groups.scale, groups.offset, layout)), None)
-    x = torch.randn(5, 512, generator=torch.Generator().manual_seed(0))
-    assert torch.equal(layer(x), flat(x))  # the same products as float32 scales, at a third of their bytes
+    weight = torch.from_numpy(groups.dequantize())
+    for rows in (1, 5, 8, 17):  # one tile, a block of rows, and the kept scales of a wider pass
+        x = torch.randn(rows, 512, generator=torch.Generator().manual_seed(rows))
+        got = layer(x).double()
+        want = reference_product(x, weight, supers=True)  # activations per super-block (as llama.cpp's Q8_K)
+        assert (got - want).abs().max() <= 1e-6 * want.abs().max()
+        assert (got - reference_product(x, weight)).abs().max() > 1e-4 * want.abs().max()  # not per group
     assert layer.nbytes == 24 * 512 // 256 * {4: 144, 5: 176}[layout]  # the GGUF's own bytes (Q4_K, Q5_K blocks)
 
 
@@ -216,7 +221,7 @@ def test_every_level_computes_the_same_bits_as_the_scalar_build(levels: dict[str
         for level, got in outputs.items():
             assert torch.equal(got, outputs["scalar"]), level
         codes, scale, offset = (torch.from_numpy(a) for a in (groups.codes, groups.scale, groups.offset))
-        want = reference_linear(x, codes, scale, offset)
+        want = reference_linear(x, codes, scale, offset, supers=groups.levels is not None)
         assert (outputs["scalar"].double() - want).abs().max() <= 1e-5 * want.abs().max()
     assert modes == set(SCALE_MODES.values()) - {SCALE_MODES["sub-scales"]}
 
