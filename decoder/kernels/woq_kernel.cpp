@@ -423,8 +423,9 @@ static const int ROW_TILE = 8;  // rows of the pass a decoded tile serves from r
 static const int ROW_TILE = 4;
 #endif
 
-// ---- activations: each row quantized on its own, per group of 32: q = round(x * 127 / max|x|) (half to
-// even), d = max|x| / 127, qsum = sum(q), xo = d * qsum. Stored by blocks of ROW_TILE rows (the last block: the
+// ---- activations: each row quantized on its own, per group of 32 (for a K-quant or Q6_K weight per super-block
+// of 256): q = round(x * 127 / max|x|) (half to even), d = max|x| / 127, qsum = sum(q) per group, xo = d * qsum
+// (per group only). Stored by blocks of ROW_TILE rows (the last block: the
 // rest), each block group by group with its rows' group g side by side: a tile's rows are at fixed offsets from
 // one pointer per group, and a block's groups follow each other (one block of a wide prefill chunk's rows is
 // read group after group; laid out group by group over all the rows, a block's consecutive groups were
@@ -487,7 +488,7 @@ static inline int32_t six_centre(const int8_t* q, int half) {
 
 struct Activations {
     std::vector<int8_t> q;
-    std::vector<float> d, xo;
+    std::vector<float> d, xo;    // xo: per group only (the super-block kernels take qsum or `pairs` instead)
     std::vector<int32_t> qsum;
     std::vector<int32_t> six;    // `centred`: six_centre of each row's groups, halves 0 and 1 (at 2 * index)
     std::vector<int32_t> pairs;  // `supers`, x86: at an even group's index, its qsum and the next group's as int16
@@ -501,7 +502,7 @@ struct Activations {
     // per super-block of 8 groups (d = max|x| / 127 over its 256 values, the same in each of its groups' entries),
     // for the K-quants and Q6_K (as llama.cpp's Q8_K); else per group.
     Activations(const float* x, int64_t batch, int64_t groups, int threads, bool centred, bool supers)
-        : q(batch * groups * GROUP), d(batch * groups), xo(batch * groups), qsum(batch * groups),
+        : q(batch * groups * GROUP), d(batch * groups), xo(supers ? 0 : batch * groups), qsum(batch * groups),
           six(centred ? 2 * batch * groups : 0), pairs(supers && WOQ_SIMD ? batch * groups : 0), batch(batch),
           groups(groups) {
         const int64_t span = supers ? SUPER : 1, count = batch * groups / span;  // groups of one scale
@@ -518,7 +519,7 @@ struct Activations {
                 const int32_t total = group_codes(p + j * GROUP, inv, &q[at * GROUP]);
                 d[at] = top / 127.0f;
                 qsum[at] = total;
-                xo[at] = d[at] * (float)total;
+                if (!supers) xo[at] = d[at] * (float)total;
                 if (centred)
                     for (int half = 0; half < 2; half++) six[2 * at + half] = six_centre(&q[at * GROUP], half);
                 if (!pairs.empty() && j % 2 == 1) {
@@ -1371,15 +1372,15 @@ extern "C" {
 int woq_linear(const float* x, int64_t batch, const Job* jobs, int count, float* out, int64_t out_cols, int threads) {
     for (int j = 0; j < count; j++)
         if (!known(jobs[j].layout, jobs[j].mode, jobs[j].groups) || jobs[j].groups != jobs[0].groups) return -1;
-    bool six = false, supers = false, groups = false;  // a Q6_K job; a job of a super-block mode; one of groups
+    bool six = false, any_super = false, any_group = false;  // a Q6_K job; a super-block mode's; a per-group mode's
     for (int j = 0; j < count; j++) {
         six = six || jobs[j].layout == SIX_BITS;
-        supers = supers || super_mode(jobs[j].mode);
-        groups = groups || !super_mode(jobs[j].mode);
+        any_super = any_super || super_mode(jobs[j].mode);
+        any_group = any_group || !super_mode(jobs[j].mode);
     }
     const int64_t width = jobs[0].groups;  // each kind of job its own activations (both where a product mixes them)
-    const Activations per_group(x, groups ? batch : 0, width, threads, false, false);
-    const Activations per_super(x, supers ? batch : 0, width, threads, WOQ_SIMD && six, true);
+    const Activations per_group(x, any_group ? batch : 0, width, threads, false, false);
+    const Activations per_super(x, any_super ? batch : 0, width, threads, WOQ_SIMD && six, true);
 #pragma omp parallel num_threads(threads)
     {
         for (int j = 0; j < count; j++) {
