@@ -1263,9 +1263,10 @@ static inline void row_block(const Tiled& w, int64_t t0, int64_t t1, const Activ
         const Kept s = {KEPT && !SUPERS ? kept.scales + 2 * w.groups * (t - t0) : nullptr,
                         KEPT && SUPERS ? kept.supers + w.groups / SUPER * (t - t0) : nullptr};
         // tiles two by two where the pass is bound by its arithmetic: wider than a block of rows (a prefill
-        // chunk), or a whole block of codes narrower than bytes; fewer rows, or 8 rows of byte codes, are bound by
-        // memory and ran slower two by two
-        const bool wide = a.batch > ROW_TILE || (a.batch == ROW_TILE && LAYOUT != BYTES);
+        // chunk), or 5 rows or more of codes narrower than bytes (the 1.5B's passes of 5 to 7 rows ran 1.09-1.20x
+        // faster so); 2 to 4 rows (0.83-0.94x two by two), or byte codes up to a block, are bound by the codes'
+        // decoding and by memory
+        const bool wide = a.batch > ROW_TILE || (a.batch >= 5 && LAYOUT != BYTES);
         const bool pair = TWO_TILES && wide && rows > 1 && t + 1 < t1;
         switch (rows) {  // the rest: the same arithmetic per row
             case ROW_TILE: tiles_block<LAYOUT, ROW_TILE, KEPT, SUPERS>(w, t, pair, a, m0, s); break;
