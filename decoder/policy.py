@@ -57,12 +57,13 @@ PERSIST_EVERY = 64  # live passes between two writes of a stored table (CostMode
 # machine) nudges the table as a pass 1.5x slow would, so that only a lasting change of cost moves it far.
 OBSERVED_RATIO_CAP = 1.5
 # What a live pass moves the level that every size above one token shares, as a share of what it moves its own
-# size's level (OBSERVED_RATIO_CAP bounds both). A start-up timing taken while other work held the cores (an
-# editor starting, the workspace being indexed) makes every wide pass look dearer: compute-bound wide passes lose
-# more to it than the memory-bound one-token pass does. The decoder then avoids the sizes that look dear, and
-# their own passes, which alone corrected them, never come: a stored 1.5B table measured 15-40% too dear at every
-# size from 2 to 16 tokens, the ones the policy had stopped choosing included. With the shared level, the sizes
-# the decoder does run bring the others along; a size whose own cost differs is put right by its own passes.
+# size's level (OBSERVED_RATIO_CAP bounds both). What a wide pass costs against a one-token pass moves with the
+# host: on a shared 2-core machine a pass of 8 tokens cost 1.67 to 2.43 one-token passes within one hour, as the
+# memory (which bounds a one-token pass) and the cores (which bound a wide one) sped up and slowed down apart.
+# Timed per size only, a size that looked dear when timed is not chosen, so its own passes, which alone could
+# correct it, never come: in one run an 8-token pass stayed rated at 2.39, where the shared level brought it to 1.98
+# (docs/runs/2026-11-28-shared-cost-level-zen4). With the shared level the sizes the decoder runs bring the others
+# along; a size whose own cost differs is put right by its own passes.
 COMMON_SHARE = 1.0
 
 

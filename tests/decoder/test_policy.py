@@ -137,9 +137,10 @@ def test_a_size_timed_badly_at_start_up_is_put_right_by_its_own_passes():
 
 
 def test_a_table_timed_under_load_is_put_right_where_the_decoder_no_longer_runs_passes():
-    """Timed while other work held the cores, every wide pass looked 30% dearer than it is. The decoder then runs
-    passes of 2, 3 and 8 tokens only (the sizes between look too dear to choose), yet 4 to 6 must come right too:
-    else they are never chosen again, however cheap they really are."""
+    """Timed while the cores were slower against the memory than now (other work on them, the host moving), every
+    wide pass looked 30% dearer than it is. The decoder then runs passes of 2, 3 and 8 tokens only (the sizes
+    between look too dear to choose), yet 4 to 6 must come right too: else they are never chosen again, however
+    cheap they really are."""
     true = {1: 1.0, 2: 1.04, 3: 1.12, 4: 1.24, 5: 1.43, 6: 1.6, 8: 1.77}
     cost = CostModel(tuple((n, 1.0 if n == 1 else c * 1.3) for n, c in true.items()))
     for _ in range(80):
