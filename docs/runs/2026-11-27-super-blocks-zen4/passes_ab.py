@@ -1,6 +1,7 @@
 """Whole native passes on two kernel libraries, interleaved in one process, after a 512-token context: decoding
 passes of 1, 4 and 8 rows (medians of 21) and 512-token prefills in two chunks of 256 (medians of 5). argv:
-OLD_LIB NEW_LIB MODEL (libraries.py; embedded or embedded-1.5b)."""
+OLD_LIB NEW_LIB MODEL (libraries.py; embedded or embedded-1.5b), then optionally ROWS (the passes' rows, comma-separated:
+1,4,8) and PREFILLS (the prefills timed of each library: 5)."""
 
 import statistics
 import sys
@@ -38,8 +39,10 @@ def prefill(which: str) -> PrefixKV:
     return kv
 
 
+rows_timed = [int(n) for n in (sys.argv[4] if len(sys.argv) > 4 else "1,4,8").split(",")]
+prefills = int(sys.argv[5]) if len(sys.argv) > 5 else 5
 times: dict[str, list[float]] = {k: [] for k in passes}
-for rep in range(5):
+for rep in range(prefills):
     for k in list(passes)[:: 1 if rep % 2 else -1]:
         started = time.perf_counter()
         prefill(k)
@@ -47,7 +50,7 @@ for rep in range(5):
 old, new = statistics.median(times["old"]), statistics.median(times["new"])
 print(f"{sys.argv[3]}: prefill of 512 tokens: old {old * 1e3:.0f} ms  new {new * 1e3:.0f} ms  -> {old / new:.3f}x")
 context = prefill("new")
-for n in (1, 4, 8):
+for n in rows_timed:
     times = {k: [] for k in passes}
     for rep in range(21):
         for k in list(passes)[:: 1 if rep % 2 else -1]:

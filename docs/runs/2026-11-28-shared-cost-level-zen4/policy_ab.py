@@ -3,15 +3,15 @@ with each table (each decoder its own copy, corrected by its own passes, nothing
 starting table. argv: TABLE (a stored table's JSON, or `fresh` to time one now) then `lookahead-lsp bench`'s
 arguments (--corpus, --workload, --holes, --model, --max-new-tokens, --token-budget)."""
 
-import argparse
 import copy
 import sys
 from pathlib import Path
 
+from holes import load  # this folder's
+
 from lookahead_lsp.decoder import cost_table, policy
 from lookahead_lsp.decoder.policy import CostModel
-from lookahead_lsp.evaluation.commands import bench
-from lookahead_lsp.evaluation.speed import ContextBuilder, Limits, decode_request, parse_decoders
+from lookahead_lsp.evaluation.speed import Limits, decode_request, parse_decoders
 
 
 class PerSizeOnly(CostModel):
@@ -26,12 +26,7 @@ class PerSizeOnly(CostModel):
 
 
 table = sys.argv[1]
-parser = argparse.ArgumentParser()
-bench.add_arguments(parser)
-args = parser.parse_args(sys.argv[2:])
-corpus, holes = bench.load_holes(args)
-loaded = bench.load(args)
-builder = ContextBuilder(corpus, loaded.tokenizer, args.token_budget)
+args, holes, loaded, builder = load(sys.argv[2:])
 start = cost_table.measure(loaded.model) if table == "fresh" else cost_table.load(Path(table))
 assert start is not None
 print("start", [(n, round(c, 3)) for n, c in start.points], flush=True)

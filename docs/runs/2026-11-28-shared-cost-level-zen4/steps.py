@@ -3,24 +3,19 @@ its number of tokens, the drafts' lookups, the selection, verification, the cach
 is the stored one (decoder/cost_table.py), as the daemon's; move the file aside to start from a fresh timing.
 argv: as `lookahead-lsp bench` (--corpus, --workload, --holes, --model, --max-new-tokens, --token-budget)."""
 
-import argparse
 import collections
 import copy
 import sys
 import time
 
+from holes import load  # this folder's
+
 import lookahead_lsp.decoder.kv as kv_module
 import lookahead_lsp.decoder.lookahead as lookahead
 from lookahead_lsp.decoder.cost_table import machine_cost
-from lookahead_lsp.evaluation.commands import bench
-from lookahead_lsp.evaluation.speed import ContextBuilder, Limits, decode_request, parse_decoders
+from lookahead_lsp.evaluation.speed import Limits, decode_request, parse_decoders
 
-parser = argparse.ArgumentParser()
-bench.add_arguments(parser)
-args = parser.parse_args(sys.argv[1:])
-corpus, holes = bench.load_holes(args)
-loaded = bench.load(args)
-builder = ContextBuilder(corpus, loaded.tokenizer, args.token_budget)
+args, holes, loaded, builder = load(sys.argv[1:])
 cost = machine_cost(loaded.model)
 print("cost", cost.current())
 decoders = {c.name: c.build(loaded.model, copy.deepcopy(cost)) for c in parse_decoders("greedy,lookahead")}
