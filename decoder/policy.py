@@ -56,15 +56,6 @@ PERSIST_EVERY = 64  # live passes between two writes of a stored table (CostMode
 # (or 1 / this): a pass stalled by other work (a compiler, a test run: 40x its time was seen on a shared 2-core
 # machine) nudges the table as a pass 1.5x slow would, so that only a lasting change of cost moves it far.
 OBSERVED_RATIO_CAP = 1.5
-# What a live pass moves the level that every size above one token shares, as a share of what it moves its own
-# size's level (OBSERVED_RATIO_CAP bounds both). What a wide pass costs against a one-token pass moves with the
-# host: on a shared 2-core machine a pass of 8 tokens cost 1.67 to 2.43 one-token passes within one hour, as the
-# memory (which bounds a one-token pass) and the cores (which bound a wide one) sped up and slowed down apart.
-# Timed per size only, a size that looked dear when timed is not chosen, so its own passes, which alone could
-# correct it, never come: in one run an 8-token pass stayed rated at 2.39, where the shared level brought it to 1.98
-# (docs/runs/2026-11-28-shared-cost-level-zen4). With the shared level the sizes the decoder runs bring the others
-# along; a size whose own cost differs is put right by its own passes.
-COMMON_SHARE = 1.0
 
 
 @dataclass
@@ -78,7 +69,6 @@ class CostModel:
 
     points: tuple[tuple[int, float], ...] = CPU_COST
     levels: list[float] = field(default_factory=list)  # live correction per timed size: observed / table
-    common: float = 1.0  # live correction that every size above one token shares (COMMON_SHARE)
     one_token_seconds: float | None = None  # running mean of observed one-token passes
     adaptive: bool = True  # False: :meth:`observe` changes nothing (a fixed table, as tests want)
     # called with this table every PERSIST_EVERY live passes (decoder/cost_table.py writes it back to its file)
@@ -105,9 +95,7 @@ class CostModel:
         levels of the timed sizes on either side of ``n`` (by their share of the interpolation) towards its
         observed ratio to the base (exponential running means, clamped to a sane range; one pass counts at most
         as one ``OBSERVED_RATIO_CAP`` times off), so that a size timed badly at start-up is put right by the
-        passes of that size, the shape the others show is kept, and a pass stalled by other work moves little.
-        A level that every size above one token shares moves with it (``COMMON_SHARE``, see there): a size the
-        policy stopped choosing because it looked dear follows the sizes it does choose."""
+        passes of that size, the shape the others show is kept, and a pass stalled by other work moves little."""
         if not self.adaptive:
             return
         self._changes += 1
@@ -120,9 +108,9 @@ class CostModel:
         if not self.one_token_seconds:
             return
         ratio = _capped(seconds / self.one_token_seconds / self.interpolated(n))
-        self.common = _level(self.common * (1.0 + weight * COMMON_SHARE * (ratio - 1.0)))
         for i, share in self._bracket(n):
-            self.levels[i] = _level(self.levels[i] * (1.0 + weight * share * (ratio - 1.0)))
+            moved = self.levels[i] * (1.0 + weight * share * (ratio - 1.0))
+            self.levels[i] = min(3.0, max(0.33, moved))
 
     def current(self) -> tuple[tuple[int, float], ...]:
         """The timed sizes with their live corrections folded in: the table as the passes have shown it."""
@@ -132,8 +120,7 @@ class CostModel:
         """Relative cost of a pass of exactly ``n`` tokens (the table with its live levels)."""
         if n <= 1:
             return 1.0
-        timed = sum(share * self.points[i][1] * self.levels[i] for i, share in self._bracket(n))
-        return self.common * (timed + self._beyond(n))
+        return sum(share * self.points[i][1] * self.levels[i] for i, share in self._bracket(n)) + self._beyond(n)
 
     def _bracket(self, n: int) -> list[tuple[int, float]]:
         """The timed sizes whose values make up the cost of ``n`` tokens, with their interpolation shares."""
@@ -237,11 +224,6 @@ class CostModel:
                 best[i] = min(best[i], time.perf_counter() - t0)
         base = best[0]
         return cls(tuple((n, t / base) for n, t in zip(sizes, best, strict=True)), one_token_seconds=base)
-
-
-def _level(level: float) -> float:
-    """A live correction kept within a sane range (a third to three times the timing)."""
-    return min(3.0, max(0.33, level))
 
 
 def _capped(ratio: float) -> float:

@@ -10,7 +10,6 @@ import pytest
 from lookahead_lsp.decoder.drafts import Draft
 from lookahead_lsp.decoder.lookahead import LookaheadConfig, LookaheadDecoder
 from lookahead_lsp.decoder.policy import (
-    COMMON_SHARE,
     CPU_COST,
     PACKED_CPU_COST,
     AcceptanceModel,
@@ -121,33 +120,10 @@ def test_a_size_timed_badly_at_start_up_is_put_right_by_its_own_passes():
         cost.observe(3, 0.155)
     assert cost.interpolated(2) == pytest.approx(1.5, rel=0.05)
     assert cost.interpolated(3) == pytest.approx(1.55, rel=0.05)
-    assert cost.interpolated(8) < 1.8  # a size not run follows them (COMMON_SHARE), an underestimate its passes fix
-    for _ in range(60):  # and once run, it is put right by its own passes too
-        cost.observe(1, 0.100)
-        cost.observe(2, 0.150)
-        cost.observe(3, 0.155)
-        cost.observe(4, 0.160)
-        cost.observe(8, 0.180)
-    assert [cost.interpolated(n) for n in (2, 3, 4, 8)] == pytest.approx([1.5, 1.55, 1.6, 1.8], rel=0.05)
     assert cost.pass_size(2) == 2 and cost.pass_size(3) == 3
-    before, common = list(cost.levels), cost.common
-    cost.observe(6, 0.250)  # between two timed sizes: both move, by their share; every size by the common level
-    moved = [after / was - 1.0 for after, was in zip(cost.levels, before, strict=True)]
-    assert moved[3] > 0.0 and moved[4] > 0.0 and moved[:3] == [0.0] * 3 and cost.common > common
-
-
-def test_a_table_timed_under_load_is_put_right_where_the_decoder_no_longer_runs_passes():
-    """Timed while the cores were slower against the memory than now (other work on them, the host moving), every
-    wide pass looked 30% dearer than it is. The decoder then runs passes of 2, 3 and 8 tokens only (the sizes
-    between look too dear to choose), yet 4 to 6 must come right too: else they are never chosen again, however
-    cheap they really are."""
-    true = {1: 1.0, 2: 1.04, 3: 1.12, 4: 1.24, 5: 1.43, 6: 1.6, 8: 1.77}
-    cost = CostModel(tuple((n, 1.0 if n == 1 else c * 1.3) for n, c in true.items()))
-    for _ in range(80):
-        for n in (1, 2, 3, 8):
-            cost.observe(n, 0.030 * true[n])
-    for n in (4, 5, 6):
-        assert cost.interpolated(n) == pytest.approx(true[n], rel=0.1)
+    assert cost.interpolated(8) == pytest.approx(1.8)  # sizes never seen keep their timing
+    cost.observe(6, 0.250)  # between two timed sizes: both move, by their share
+    assert cost.levels[3] > 1.0 and cost.levels[4] > 1.0
 
 
 def test_a_start_up_table_that_makes_small_passes_look_free_is_corrected_without_one_token_passes():
@@ -301,7 +277,7 @@ def test_a_pass_stalled_by_other_work_moves_the_table_as_little_as_a_pass_half_a
     cost = CostModel(((1, 1.0), (8, 2.0)))
     cost.observe(1, 0.100)
     cost.observe(8, 8.0)  # stalled: 40x what the table expects
-    assert cost.interpolated(8) == pytest.approx(2.0 * (1 + 0.1 * 0.5) * (1 + 0.1 * 0.5 * COMMON_SHARE))
+    assert cost.interpolated(8) == pytest.approx(2.0 * (1 + 0.1 * 0.5))
     cost.observe(1, 4.0)
     assert cost.one_token_seconds == pytest.approx(0.100 * (1 + 0.1 * 0.5))
     for _ in range(60):  # a lasting change still moves it all the way

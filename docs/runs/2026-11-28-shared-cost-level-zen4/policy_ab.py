@@ -1,7 +1,8 @@
 """The shared cost level against per-size levels only, interleaved per hole in one process: greedy, then lookahead
 with each table (each decoder its own copy, corrected by its own passes, nothing written back), from the same
 starting table. argv: TABLE (a stored table's JSON, or `fresh` to time one now) then `lookahead-lsp bench`'s
-arguments (--corpus, --workload, --holes, --model, --max-new-tokens, --token-budget)."""
+arguments (--corpus, --workload, --holes, --model, --max-new-tokens, --token-budget). It needs the shared level of
+commit 4c57867 (`decoder.policy.COMMON_SHARE`), which the next commits took back after this A/B."""
 
 import copy
 import sys
