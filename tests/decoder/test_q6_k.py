@@ -154,6 +154,11 @@ def test_every_level_computes_the_same_bits_as_the_scalar_build(levels: dict[str
     outputs = {level: WoqLinear(kernel, state, None)(x) for level, kernel in levels.items()}
     for level, got in outputs.items():
         assert torch.equal(got, outputs["scalar"]), level
+    for level, kernel in levels.items():  # each row as if alone, in passes of 1 row and of 5 to 7 rows
+        layer = WoqLinear(kernel, state, None)
+        assert torch.equal(torch.cat([layer(x[i : i + 1]) for i in range(11)]), outputs[level]), level
+        for rows in (5, 6, 7):
+            assert torch.equal(layer(x[:rows]), outputs[level][:rows]), (level, rows)
     for level, kernel in levels.items():
         dense = WoqLinear(kernel, state, None).dense(torch.float32)
         assert torch.equal(dense, torch.from_numpy(groups.dequantize())), level
