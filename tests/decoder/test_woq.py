@@ -14,6 +14,7 @@ from lookahead_lsp.decoder.kernels.isa import LEVELS, chosen_level
 from lookahead_lsp.decoder.kernels.woq_layout import (
     LAYOUTS,
     SCALE_MODES,
+    WoqProduct,
     groups_from_state,
     layout_for,
     pack_codes,
@@ -25,13 +26,14 @@ from lookahead_lsp.decoder.kernels.woq_native import (
     build,
     built_kernel,
     compiler,
+    k_quant_groups,
     load_kernel,
     probe,
     reference_linear,
     reference_product,
 )
 from lookahead_lsp.decoder.runtime.woq_layer import WoqLinear
-from lookahead_lsp.decoder.weights.gguf_blocks import AffineGroups, read_affine
+from lookahead_lsp.decoder.weights.gguf_blocks import AffineGroups
 
 
 @pytest.fixture(scope="module")
@@ -113,18 +115,6 @@ def test_each_row_of_a_pass_is_computed_as_if_alone(kernel: WoqKernel, bits: int
         torch.set_num_threads(threads)
 
 
-def k_quant_groups(rows: int, cols: int, seed: int, type_name: str = "Q4_K") -> AffineGroups:
-    """A Q4_K (or Q5_K) tensor's groups as the GGUF reader gives them (with their super-blocks), from random valid
-    blocks."""
-    rng = np.random.default_rng(seed)
-    blocks = rng.integers(0, 256, size=(rows * cols // 256, {"Q4_K": 144, "Q5_K": 176}[type_name]), dtype=np.uint8)
-    for at in (0, 2):  # d and dmin: finite float16 values
-        blocks[:, at : at + 2] = rng.uniform(0, 0.01, blocks.shape[0]).astype(np.float16).view(np.uint8).reshape(-1, 2)
-    groups = read_affine(blocks.reshape(rows, -1), type_name, rows, cols)
-    assert groups is not None and groups.levels is not None
-    return groups
-
-
 @pytest.mark.parametrize(("type_name", "layout"), [("Q4_K", 4), ("Q5_K", 5)])
 def test_k_quant_scales_are_stored_in_their_two_levels_and_computed_exactly(
     kernel: WoqKernel, type_name: str, layout: int
@@ -200,6 +190,19 @@ def test_the_kernel_is_built_for_every_level_this_cpu_runs(levels: dict[str, Woq
     assert "scalar" in levels and set(levels) <= set(LEVELS)
     assert all(kernel.isa == names[level] for level, kernel in levels.items())
     assert all(probe(kernel) for kernel in levels.values())
+
+
+def test_the_start_up_probe_rejects_a_kernel_that_gets_k_quants_wrong(kernel: WoqKernel) -> None:
+    """The probe holds a K-quant weight (the 1.5B's main format) beside every layout and Q6_K: a kernel whose
+    K-quant products alone are off by 1% is not used."""
+
+    class OffOnKQuants:
+        def linear(self, x: torch.Tensor, product: WoqProduct) -> torch.Tensor:
+            out = kernel.linear(x, product)
+            return out * 1.01 if any(job.mode == SCALE_MODES["k-quant"] for job in product.jobs) else out
+
+    assert probe(kernel)
+    assert not probe(OffOnKQuants())  # type: ignore[arg-type]
 
 
 def test_every_level_computes_the_same_bits_as_the_scalar_build(levels: dict[str, WoqKernel]) -> None:
