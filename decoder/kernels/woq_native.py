@@ -38,7 +38,7 @@ import torch
 from lookahead_lsp.decoder.kernels.isa import architecture, chosen_level, cpu_flag_set, machine_levels
 from lookahead_lsp.decoder.kernels.woq_layout import LAYOUTS, WoqJob, WoqProduct, WoqWeight, fill_job, woq_state
 from lookahead_lsp.decoder.weights.cache import cache_root
-from lookahead_lsp.decoder.weights.gguf_blocks import AffineGroups, SixBitGroups, read_affine
+from lookahead_lsp.decoder.weights.gguf_blocks import AffineGroups, SixBitGroups, block_bytes, read_affine
 
 logger = logging.getLogger(__name__)
 
@@ -370,14 +370,11 @@ def reference_linear(
     return reference_product(x, grouped.reshape(rows, cols), supers)
 
 
-K_QUANT_BLOCK_BYTES = {"Q4_K": 144, "Q5_K": 176}  # one super-block of 256 weights, as the GGUF stores it
-
-
 def k_quant_groups(rows: int, cols: int, seed: int, type_name: str = "Q4_K") -> AffineGroups:
     """A Q4_K (or Q5_K) tensor's groups as the GGUF reader gives them (with their super-blocks), from random valid
     blocks: any bytes, but finite float16 d and dmin."""
     generator = torch.Generator().manual_seed(seed)
-    shape = (rows * cols // 256, K_QUANT_BLOCK_BYTES[type_name])
+    shape = (rows * cols // 256, block_bytes(type_name))  # a block: one super-block of 256 weights
     blocks = torch.randint(0, 256, shape, generator=generator, dtype=torch.uint8)
     for at in (0, 2):  # d and dmin
         blocks[:, at : at + 2] = (torch.rand(shape[0], generator=generator) * 0.01).half().view(torch.uint8).view(-1, 2)
@@ -390,8 +387,7 @@ def k_quant_groups(rows: int, cols: int, seed: int, type_name: str = "Q4_K") -> 
 def probe_weights(generator: torch.Generator) -> list[AffineGroups | SixBitGroups]:
     """A small weight of every layout and of the super-block formats (a K-quant's two levels, Q6_K's sub-block
     scales): 12 rows (a tile and a half), random codes and scales."""
-    seed = int(torch.randint(1 << 30, (1,), generator=generator))
-    weights: list[AffineGroups | SixBitGroups] = [k_quant_groups(12, 512, seed)]
+    weights: list[AffineGroups | SixBitGroups] = [k_quant_groups(12, 512, seed=0)]
     for layout in LAYOUTS:
         codes = torch.randint(0, 2**layout, (12, 64), generator=generator, dtype=torch.uint8)
         scale = torch.rand(12, 2, generator=generator) + 0.5

@@ -185,6 +185,11 @@ def supported(type_name: str) -> bool:
     return type_name in _READERS or type_name == "Q6_K"
 
 
+def block_bytes(type_name: str) -> int:
+    """Bytes of one block of an affine format :func:`read_affine` reads, as the GGUF stores it."""
+    return _READERS[type_name][1]
+
+
 def read_affine(raw: np.ndarray, type_name: str, rows: int, cols: int) -> AffineGroups | None:
     """The affine groups of one tensor's raw blocks (``GGUFReader``'s ``tensor.data``: uint8, one row of
     blocks per weight row), or None for a format not read here."""
