@@ -3,7 +3,8 @@
 ``lsp_server/model_host.py`` loads the model, tunes it and makes its backend; ``lsp_server/workspace_context.py``
 keeps the snippets, the workspace index and the open documents. The engine loads the model, then builds the
 index with its tokenizer (on the loader thread), and gives the pipeline what a completion reads from both (the
-:class:`~lsp_server.pipeline.CompletionEngine` interface). Progress and failures reach the server through
+:class:`~lsp_server.pipeline.CompletionEngine` interface), with each document's last completion
+(``lsp_server/previous.py``). Progress and failures reach the server through
 :class:`~lsp_server.model_host.EngineEvents`; the engine itself knows nothing about LSP.
 """
 
@@ -18,6 +19,7 @@ from lookahead_lsp.decoder.backend import Backend
 from lookahead_lsp.decoder.drafts import DraftSource
 from lookahead_lsp.lsp_server.config import Config
 from lookahead_lsp.lsp_server.model_host import EngineEvents, ModelHost, ModelState, QuietEvents
+from lookahead_lsp.lsp_server.previous import PreviousCompletions
 from lookahead_lsp.lsp_server.workspace_context import WorkspaceContext
 
 
@@ -31,6 +33,7 @@ class Engine:
         events = events or QuietEvents()
         self.host = ModelHost(config, events)
         self.workspace = WorkspaceContext(roots, events, watch)
+        self.previous = PreviousCompletions()  # each document's last completion (lsp_server/previous.py)
 
     # ---- lifecycle -------------------------------------------------------------------------------
 

@@ -1,6 +1,8 @@
 """One completion, top to bottom: snapshot, deadlines, prompt, the completion core, the edit, stats.
 
 The core (shape, stop rules, healing, decode, trim) is ``lsp_server/completion.py``, shared with the benchmarks.
+Besides the workspace index and the suffix, a completion drafts from its document's last completion where the
+cursor lies within the text that one covered (``lsp_server/previous.py``), and is kept as that document's last.
 
 :func:`complete` runs on the model worker for the server and directly for ``lookahead-lsp complete``.
 It returns plain data (:class:`Completion`): the server turns it into LSP items and a stats notification.
@@ -32,6 +34,7 @@ from lookahead_lsp.lsp_server.completion import (
 )
 from lookahead_lsp.lsp_server.config import Config
 from lookahead_lsp.lsp_server.documents import Document
+from lookahead_lsp.lsp_server.previous import PreviousCompletions
 
 COMPARE_BLOCK = 4096  # characters compared at a time by edit_end
 
@@ -70,6 +73,11 @@ class CompletionEngine(Protocol):
 
     def set_current(self, path: Path | None) -> None:
         """Prefer drafts from this file (and the open ones)."""
+        ...
+
+    @property
+    def previous(self) -> PreviousCompletions:
+        """Each document's last completion, a draft source for its next one (``lsp_server/previous.py``)."""
         ...
 
 
@@ -190,9 +198,11 @@ def complete(
     with clock.stage("prompt"):
         built = prompt_for(snapshot, engine)
         on_deadline = published if publish is not None else None
-        plan = plan_completion(engine.tokenizer, built, cursor, limits, engine.draft_sources(), cancel, on_deadline)
+        drafts = [*engine.draft_sources(), *engine.previous.sources(cursor.path, offset)]
+        plan = plan_completion(engine.tokenizer, built, cursor, limits, drafts, cancel, on_deadline)
         engine.set_current(doc.path)
     decoded = decode_completion(engine.backend(), plan, clock)
+    engine.previous.remember(cursor.path, offset, decoded.result.token_ids, len(decoded.text))
 
     with clock.stage("postprocess"):
         edit = edit_for(doc, offset, decoded.text)

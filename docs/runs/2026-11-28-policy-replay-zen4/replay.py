@@ -6,16 +6,18 @@ pass's cost read from a fixed table instead of timed. A draft is right exactly a
 this is what the decoder drafts and accepts on those holes, without the host's timing noise; the cost table is the
 one thing it assumes. Prints greedy's cost / lookahead's (the speedup if passes cost what the table says) for main's
 policy, an oracle that verifies exactly the draft tokens that will be accepted (from the best of the step's
-drafts, none where none is right), and the variants tried. argv: record.py's JSON files (`SDIST=<folder>`: where
+drafts, none where none is right), and the variants tried; for retype.py's holes also the first completion as a
+draft source. argv: record.py's or retype.py's JSON files (`SDIST=<folder>`: where
 the corpora named `<sdist>/...` in them are)."""
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
 
 from lookahead_lsp.decoder import policy as P
-from lookahead_lsp.decoder.drafts import Draft, NgramTable
+from lookahead_lsp.decoder.drafts import Draft, NgramTable, SequenceNgrams
 from lookahead_lsp.decoder.kv import common_prefix_len
 from lookahead_lsp.decoder.runtime.tokenizer import load_tokenizer
 from lookahead_lsp.evaluation.commands import bench
@@ -53,6 +55,14 @@ class LongestContext(NgramTable):
         return []
 
 
+def retyped(hole):
+    """``hole`` with the first line of its middle typed (None: the middle is one line): retype.py's second holes."""
+    end = hole.middle.find("\n")
+    if end < 0:
+        return None
+    return dataclasses.replace(hole, prefix=hole.prefix + hole.middle[: end + 1], middle=hole.middle[end + 1 :])
+
+
 def agreed(found):
     """Variant: a draft whose first token another source's draft also starts with is its own kind for the
     acceptance model (source name + "+", with the source's priors), learned apart from the drafts no other source
@@ -65,7 +75,17 @@ def agreed(found):
     ]
 
 
-def replay(holes, workspaces, table, truth=None, oracle=False, g=1, table_kind=NgramTable, kinds=lambda found: found):
+def replay(
+    holes,
+    workspaces,
+    table,
+    truth=None,
+    oracle=False,
+    g=1,
+    table_kind=NgramTable,
+    kinds=lambda found: found,
+    previous=False,
+):
     """(greedy's cost / lookahead's over all holes, the worst hole's, tokens a step, draft tokens verified, wasted)
     with the policy reading ``table`` and passes costing ``truth`` (the same table by default)."""
     cost, true_cost, model = (
@@ -84,11 +104,14 @@ def replay(holes, workspaces, table, truth=None, oracle=False, g=1, table_kind=N
         prompt, suffix = table_kind("prompt", 4), table_kind("suffix", 4)
         handle = prompt.add_sequence(context)
         suffix.add_sequence(hole["suffix"])
+        sources = [prompt, suffix, workspace]
+        if previous:  # retype.py's holes: the first completion, whose first line was wrong
+            sources.append(SequenceNgrams("previous", hole["previous"]))
         shadows, at, n_steps, hole_cost = [], 0, 0, 0.0
         while at < len(out):
             allowance, floor = risk.allowance(), cost.break_even(LONGEST * g)
             probe, affordable = n_steps % PROBE_EVERY == 0, cost.cost(2) <= cost.dearest(allowance)
-            found = [d for source in (prompt, suffix, workspace)
+            found = [d for source in sources
                      if probe or (affordable and model.ceiling(source.name) > floor)
                      for d in source.lookup(context, LONGEST, g)]  # fmt: skip
             found = kinds(found)
@@ -145,7 +168,8 @@ def main() -> None:
         builder = ContextBuilder(corpus, tokenizer, args.token_budget)
         by_id = {hole.id: hole for hole in holes}
         rows = recorded["holes"]
-        workspaces = [builder.workspace_index(by_id[row["id"]]) for row in rows]
+        second = [retyped(by_id[row["hole1"]]) if "hole1" in row else by_id[row["id"]] for row in rows]
+        workspaces = [builder.workspace_index(hole) for hole in second]
         print(f"## {corpus.name}: {len(rows)} holes, {sum(len(r['out']) for r in rows)} tokens")
 
         def show(name, result):
@@ -171,6 +195,9 @@ def main() -> None:
             P.RISK_STAKE, P.LOSS_SHARE = 3.0, 0.1
             show("risk budget 4x the stake, 6.7x the share", replay(rows, workspaces, table))
             P.RISK_STAKE, P.LOSS_SHARE = stake, share
+            if all("previous" in row for row in rows):
+                show("the first completion as a draft source", replay(rows, workspaces, table, previous=True))
+                show("the oracle with it", replay(rows, workspaces, table, oracle=True, previous=True))
 
 
 if __name__ == "__main__":
