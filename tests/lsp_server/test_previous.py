@@ -1,7 +1,7 @@
 """A document's last completion as a draft source for its next one (lsp_server/previous.py): offered only near
 where it was made, kept for a few documents; through the daemon's completion core with the tiny model, the next
-completion a key further on is offered the first one's tokens and still decodes what greedy decodes; and through
-``lookahead-lsp serve`` over stdio its drafts are accepted after a key the ghost text did not show."""
+completion a key further on is offered the first one's tokens and still decodes what greedy decodes. (Whether its
+drafts are then verified depends on the pass-cost table, timed live: not asserted.)"""
 
 from __future__ import annotations
 
@@ -18,8 +18,6 @@ from lookahead_lsp.lsp_server.documents import Document
 from lookahead_lsp.lsp_server.engine import Engine
 from lookahead_lsp.lsp_server.pipeline import Completion, Snapshot, complete
 from lookahead_lsp.lsp_server.previous import SOURCE, PreviousCompletions
-from tests.lsp_server.test_background_prefill import _insert
-from tests.lsp_server.test_server_e2e import STATS, _close_cleanly, _end_of, _start
 
 
 def _drafted(source: DraftSource, context: list[int]) -> tuple[int, ...]:
@@ -117,27 +115,3 @@ def test_the_next_completion_a_key_further_on_drafts_from_the_last(
     assert second.token_ids == at(typed, len(typed), "greedy").token_ids  # drafts never change what is decoded
     at(typed, 10)  # back in the first line: the last completion is not offered there
     assert SOURCE not in offered[-1]
-
-
-def test_the_daemon_drafts_from_the_last_completion_after_a_key_it_did_not_show(
-    tiny_model_dir: Path, tmp_path: Path
-) -> None:
-    """The tiny model's continuation is its word cycle after any token (tests/tiny_model.py), which the document
-    does not hold: after a key that does not type through the ghost text, only the last completion drafts it."""
-    options = {"model": str(tiny_model_dir), "maxNewTokens": 12, "decoder": "lookahead", "indexEnabled": False}
-    client = _start(tmp_path, options)
-    try:
-        assert client.wait_model()["state"] == "ready"
-        uri = (tmp_path / "shapes.py").as_uri()
-        client.open(uri, TEXT)
-        before = len(client.notifications)
-        client.inline(uri, *_end_of(TEXT))
-        first = client.wait_notification(STATS, after=before)
-        assert SOURCE not in first["hitsBySource"], first
-        _insert(client, uri, 2, *_end_of(TEXT), "x")
-        before = len(client.notifications)
-        client.inline(uri, *_end_of(TEXT + "x"))
-        second = client.wait_notification(STATS, after=before)
-        assert second["tokensBySource"].get(SOURCE, 0) > 0, second  # its draft of the cycle, accepted
-    finally:
-        _close_cleanly(client)
