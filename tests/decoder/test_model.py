@@ -111,11 +111,10 @@ def test_prefill_dtype_resolution() -> None:
     assert resolve_prefill_dtype("auto", cuda, torch.bfloat16, native_bf16=True) is None
     assert resolve_prefill_dtype("auto", cpu, torch.bfloat16, native_bf16=True) is None  # already bf16
     assert resolve_prefill_dtype("same", cpu, torch.float32, native_bf16=True) is None
-    # a model on the GGUF's codes prefills on the native kernel unless a bfloat16 matrix unit (AMX) is there
+    # a model on the GGUF's codes prefills on the native kernel, bfloat16 instructions or not (AMX included)
     native = {"native_bf16": True, "native_codes": True}
-    assert resolve_prefill_dtype("auto", cpu, torch.float32, **native, bf16_matrix=False) is None
-    assert resolve_prefill_dtype("auto", cpu, torch.float32, **native, bf16_matrix=True) == torch.bfloat16
-    assert resolve_prefill_dtype("bfloat16", cpu, torch.float32, **native, bf16_matrix=False) == torch.bfloat16
+    assert resolve_prefill_dtype("auto", cpu, torch.float32, **native) is None
+    assert resolve_prefill_dtype("bfloat16", cpu, torch.float32, **native) == torch.bfloat16
     assert resolve_prefill_dtype("float16", cpu, torch.float32) == torch.float16
     assert resolve_prefill_dtype("float32", cpu, torch.float32) is None
 

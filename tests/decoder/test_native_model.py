@@ -117,6 +117,6 @@ def test_loading_the_embedded_model_imports_no_transformers_modeling_code() -> N
     assert done.returncode == 0, done.stderr[-2000:]
     report = json.loads(done.stdout.strip().splitlines()[-1])
     if report["weights"] != "gguf-native" or report["prefill"] != "torch.float32":
-        assert report["tree"] == "Qwen2ForCausalLM"  # no native kernel, or a bfloat16 prefill twin (AMX): rightly
+        assert report["tree"] == "Qwen2ForCausalLM"  # no native kernel: transformers' tree, rightly
         return
     assert report == {"tree": "NativeQwen2", "weights": "gguf-native", "prefill": "torch.float32", "imported": []}
