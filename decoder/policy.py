@@ -237,8 +237,8 @@ PRIORS: dict[str, tuple[float, ...]] = {
     "suffix": (0.35, 0.50, 0.60, 0.70),
     "workspace": (0.25, 0.40, 0.50, 0.60),
     "jacobi": (0.15, 0.15, 0.15, 0.15),
-    "previous": (0.35, 0.50, 0.60, 0.70),  # the document's last completion (lsp_server/previous.py): as the suffix
 }
+PRIORS["previous"] = PRIORS["suffix"]  # the document's last completion (lsp_server/previous.py): text as near
 DEFAULT_PRIOR = (0.25, 0.35, 0.45, 0.55)
 MATCH_BUCKETS = len(DEFAULT_PRIOR)  # match lengths 1, 2, 3 and 4 or more
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -107,7 +106,7 @@ def test_the_next_completion_a_key_further_on_drafts_from_the_last(
     second = at(typed, len(typed))
     source = offered[1].get(SOURCE)
     assert source is not None
-    tokens: list[Any] = list(first.token_ids)
+    tokens: list[int] = list(first.token_ids)
     drafted = _drafted(source, tokens[:1])  # what followed the first token, wherever it stood in the first completion
     assert any(
         tuple(tokens[j + 1 : j + 1 + len(drafted)]) == drafted for j in range(len(tokens)) if tokens[j] == tokens[0]
