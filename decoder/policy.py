@@ -238,7 +238,7 @@ PRIORS: dict[str, tuple[float, ...]] = {
     "workspace": (0.25, 0.40, 0.50, 0.60),
     "jacobi": (0.15, 0.15, 0.15, 0.15),
 }
-PRIORS["previous"] = PRIORS["suffix"]  # the document's last completion (lsp_server/previous.py): text as near
+PRIORS["previous"] = PRIORS["suffix"]  # the document's last completion (lsp_server/previous.py): as near as the suffix
 DEFAULT_PRIOR = (0.25, 0.35, 0.45, 0.55)
 MATCH_BUCKETS = len(DEFAULT_PRIOR)  # match lengths 1, 2, 3 and 4 or more
 

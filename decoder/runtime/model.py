@@ -228,8 +228,8 @@ def resolve_prefill_dtype(
     float32 there, decoding unchanged: docs/benchmarks.md); but a model that decodes on its GGUF's codes through
     the native kernel (``native_codes``) prefills on that kernel too: its int8 products serve 8 rows per decoded
     tile, faster than dequantizing each layer's codes to bfloat16 for oneDNN, on AMD Zen 4's AVX512-BF16 (512
-    tokens of the 1.5B 1.43 s against 2.11 s) and on Intel's AMX too (Sapphire Rapids, 2 cores: 800 tokens 6.1-6.7 s
-    against 14.1-17.4 s). ``"same"``: the model's dtype; or a dtype name. ``native_bf16`` stands for this CPU's
+    tokens of the 1.5B 1.43 s against 2.11 s) and on Intel's AMX too (Sapphire Rapids, 2 cores: 800 tokens 7.03 s
+    against 16.80 s). ``"same"``: the model's dtype; or a dtype name. ``native_bf16`` stands for this CPU's
     flags in tests."""
     name = prefill_dtype.strip().lower()
     if name == "same":
