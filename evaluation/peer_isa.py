@@ -23,6 +23,7 @@ GGML_BACKENDS: dict[str, tuple[str, ...]] = {
     "avx2": ("haswell",),
     "avx2-vnni": ("alderlake",),
     "avx512": ("icelake", "cascadelake"),
+    "avx512-amx": ("sapphirerapids",),
 }
 _LOADED = re.compile(r"loaded CPU backend from (\S+)")
 

@@ -2,8 +2,9 @@
 
 :data:`LEVELS` names each x86-64 level the kernels are built for, with its compiler flags and the CPU flags it
 needs: ``scalar`` (plain C++), ``avx2`` (AVX2, FMA, F16C: integer dots by maddubs/madd), ``avx2-vnni`` (plus
-AVX-VNNI's 256-bit vpdpbusd: Intel 12th generation and later, AMD Zen 5) and ``avx512`` (AVX-512 BW, VL and
-VNNI). :data:`ARM_LEVELS` does the same for ARM64: ``scalar``, ``neon`` (ARMv8.2-A dot products, ``sdot``)
+AVX-VNNI's 256-bit vpdpbusd: Intel 12th generation and later, AMD Zen 5), ``avx512`` (AVX-512 BW, VL and
+VNNI) and ``avx512-amx`` (plus AMX-INT8 tile products for a prefill's K-quant matrices: Intel Xeon from Sapphire
+Rapids on). :data:`ARM_LEVELS` does the same for ARM64: ``scalar``, ``neon`` (ARMv8.2-A dot products, ``sdot``)
 and ``i8mm`` (plus the int8 matrix multiply ``usmmla``: two rows by two columns an instruction); their CPU
 flags are Linux's ``/proc/cpuinfo`` names, which macOS's ``sysctl hw.optional.arm.FEAT_*`` values are
 translated to (:func:`darwin_flags`). :func:`machine_levels` is the table of a machine's architecture.
@@ -37,9 +38,12 @@ class Level:
     flags: tuple[str, ...]
     needs: frozenset[str]
     libraries: dict[str, str]  # environment that pins PyTorch's libraries to this level (empty: no pinning)
+    bf16: bool = False  # a CPU of this level may have bfloat16 instructions (a forced level below: none)
 
 
 _AVX2 = frozenset({"avx2", "fma", "f16c"})
+_AVX512 = _AVX2 | {"avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_vnni"}
+_AVX512_FLAGS = ("-march=haswell", "-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mavx512vnni")
 LEVELS: dict[str, Level] = {
     "scalar": Level(
         ("-march=x86-64",),
@@ -56,10 +60,9 @@ LEVELS: dict[str, Level] = {
         _AVX2 | {"avx_vnni"},
         {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2_VNNI", "MKL_ENABLE_INSTRUCTIONS": "AVX2"},
     ),
-    "avx512": Level(
-        ("-march=haswell", "-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mavx512vnni"),
-        _AVX2 | {"avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_vnni"},
-        {},
+    "avx512": Level(_AVX512_FLAGS, _AVX512, {}, bf16=True),
+    "avx512-amx": Level(
+        (*_AVX512_FLAGS, "-mamx-tile", "-mamx-int8"), _AVX512 | {"amx_tile", "amx_int8"}, {}, bf16=True
     ),
 }
 """The x86-64 levels, lowest first."""
@@ -67,7 +70,7 @@ LEVELS: dict[str, Level] = {
 ARM_LEVELS: dict[str, Level] = {
     "scalar": Level(("-march=armv8-a",), frozenset(), {}),
     "neon": Level(("-march=armv8.2-a+dotprod",), frozenset({"asimddp"}), {}),
-    "i8mm": Level(("-march=armv8.2-a+dotprod+i8mm",), frozenset({"asimddp", "i8mm"}), {}),
+    "i8mm": Level(("-march=armv8.2-a+dotprod+i8mm",), frozenset({"asimddp", "i8mm"}), {}, bf16=True),
 }
 """The ARM64 levels, lowest first."""
 
@@ -159,14 +162,14 @@ def chosen_level(flags: frozenset[str] | None = None, machine: str | None = None
 
 
 def bf16_allowed() -> bool:
-    """False where a forced level below this architecture's top one (avx512; i8mm: ARMv8.6 brings both it and
-    BF16) stands for a CPU without bfloat16 instructions."""
+    """False where a forced level below those that may have bfloat16 (avx512 and avx512-amx; i8mm: ARMv8.6 brings
+    both it and BF16) stands for a CPU without bfloat16 instructions."""
     try:
         wanted = requested_level()
     except ValueError:
         return True
-    levels = list(machine_levels())
-    return wanted is None or wanted not in levels or wanted == levels[-1]
+    levels = machine_levels()
+    return wanted is None or wanted not in levels or levels[wanted].bf16
 
 
 def pin_libraries(environ: os._Environ[str] | dict[str, str] = os.environ) -> None:

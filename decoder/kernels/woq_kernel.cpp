@@ -15,14 +15,17 @@
 // group (lookahead's wide passes cost little). On AVX-512 a pass wider than a block of rows (a prefill chunk)
 // takes the tiles two by two, one in each half of a 512-bit register (block2): the same arithmetic per lane.
 //
+// On a CPU with AMX-INT8 (the `avx512-amx` level) a prefill chunk's K-quant products go through tile products
+// instead (amx_weight, below): the same integers by another route, so the same bits.
+//
 // On ARM64 a chunk is two 128-bit registers (rows 0-3, rows 4-7): the `neon` level multiplies each with one
 // row's 4 activation bytes by `sdot` (ARMv8.2-A dot products, the bytes picked by lane: no broadcast), the
 // `i8mm` level two rows of the pass at once by `usmmla` (two weight rows by two pass rows, 8 codes each, an
 // instruction: chunks k and k + 1 zipped so that a weight row's 8 codes are side by side; a pair of rows'
 // activations in four registers by one `ld4`) and an odd last row by `usdot`.
 //
-// Numerics, the same at every instruction-set level (scalar, AVX2, AVX2 + VNNI, AVX-512 VNNI, NEON dot
-// products, NEON + i8mm; bit for bit):
+// Numerics, the same at every instruction-set level (scalar, AVX2, AVX2 + VNNI, AVX-512 VNNI, AVX-512 + AMX, NEON
+// dot products, NEON + i8mm; bit for bit):
 //   dot  = sum over the group's 32 codes of code * q                          (int32, exact)
 //   acc  = fma((float)dot, scale[n, g] * d[m, g], acc)                         (float32, group by group)
 //   acc  = fma(offset[n, g], d[m, g] * sum(q over the group), acc)
@@ -51,13 +54,22 @@
 #include <vector>
 
 #include "kernel_api.h"
+#if defined(__AMX_TILE__) && defined(__AMX_INT8__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #include <immintrin.h>
 #define WOQ_SIMD 1
 #if defined(__AVX512VNNI__) && defined(__AVX512VL__)
 #define WOQ_VNNI 2
+#if defined(__AMX_TILE__) && defined(__AMX_INT8__)
+#define WOQ_AMX 1
+static const char* const ISA = "avx512-amx";
+#else
 static const char* const ISA = "avx512-vnni";
+#endif
 #elif defined(__AVXVNNI__)
 #define WOQ_VNNI 1
 static const char* const ISA = "avx2-vnni";
@@ -84,6 +96,9 @@ static const char* const ISA = "scalar";
 #endif
 #ifndef WOQ_NEON
 #define WOQ_NEON 0
+#endif
+#ifndef WOQ_AMX
+#define WOQ_AMX 0
 #endif
 
 enum Layout { NIBBLES = 4, NIBBLES_HIGH_BIT = 5, SIX_BITS = 6, BYTES = 8 };
@@ -1230,6 +1245,211 @@ __attribute__((noinline)) static void super_block2(const Tiled& w, int64_t t, co
     }
     store_block2<MT>(w, t, acc, m0);
 }
+
+#if WOQ_AMX
+// ---- AMX (avx512-amx): a K-quant weight (Q4_K, Q5_K) against a wide pass's rows by tile products. A C tile holds
+// 16 rows of the pass by 16 weight rows (tiles t and t + 1, as super_block2's lanes); an A tile 16 rows' 64
+// activation bytes (AmxRows: the rows laid out one after the other); a B tile 64 codes of each of the 16 weight
+// rows, four a 32-bit lane: 2 groups' chunks, which chunk2 already lays out so. A super-block's sum
+// I = sum over g of sc[n, g] * dot[g] needs each group's 6-bit scale inside the product: sc = 8 * high + low (3 bits
+// each), and each code times each part is a byte (at most 7 * 31), so two planes of codes, code * high and
+// code * low, decoded once for every row of the pass, give by tdpbsud (signed activations by unsigned bytes)
+// H and L over the whole super-block, and I = 8 * H + L: the same int32 as super_block2's. The mins' sum M
+// (vpdpwssd), the float steps and their order are super_block2's, so the bits are those of every other level.
+static const int AMX_ROWS = 16;  // rows of the pass in a tile; a pass of fewer takes super_block2
+static const int AMX_PLANE = SUPER * CHUNKS * 64;  // bytes of one plane of a super-block's codes (4 B tiles)
+
+struct AmxConfig {  // the tiles' shapes (palette 1): each of the 8 tiles 16 rows of 64 bytes
+    uint8_t palette = 1, start_row = 0, reserved[14] = {};
+    uint16_t colsb[16] = {64, 64, 64, 64, 64, 64, 64, 64};
+    uint8_t rows[16] = {16, 16, 16, 16, 16, 16, 16, 16};
+};
+// Linux hands a process the tiles' state only on request (arch_prctl ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)
+static const bool AMX_PERMITTED = syscall(SYS_arch_prctl, 0x1023, 18) == 0;
+
+// while alive (one thread's share of a product), the tiles configured; released after
+struct AmxTiles {
+    explicit AmxTiles(bool wanted) : on(wanted) {
+        if (!on) return;
+        const AmxConfig config;
+        _tile_loadconfig(&config);
+    }
+    ~AmxTiles() {
+        if (on) _tile_release();
+    }
+    AmxTiles(const AmxTiles&) = delete;
+    AmxTiles& operator=(const AmxTiles&) = delete;
+    const bool on;
+};
+
+// the pass's activations for A tiles: each row's bytes in order (rows padded with zeros to whole tiles), and each
+// row's super-block scale and its groups' activation sums in pairs (Activations.pairs), super-block by super-block
+struct AmxRows {
+    std::vector<int8_t> q;
+    std::vector<float> d;         // row m's super-block b at m * supers + b
+    std::vector<int32_t> pairs;   // row m's pair j of super-block b at (m * supers + b) * 4 + j
+    int64_t rows, width, supers;  // rows of the pass, bytes of a row, super-blocks of a row
+    AmxRows(const Activations& a, bool wanted)  // (not wanted: empty)
+        : q(wanted ? (a.batch + AMX_ROWS - 1) / AMX_ROWS * AMX_ROWS * a.groups * GROUP : 0),
+          d(q.size() / GROUP / SUPER),
+          pairs(4 * d.size()),
+          rows(a.batch),
+          width(a.groups * GROUP),
+          supers(a.groups / SUPER) {}
+    // rows m of a (inside a parallel region: shared out)
+    void fill(const Activations& a) {
+#pragma omp for schedule(static)
+        for (int64_t m = 0; m < rows; m++) {
+            for (int64_t g = 0; g < a.groups; g++) {
+                const int64_t at = a.index(m, g);
+                memcpy(&q[m * width + g * GROUP], &a.q[at * GROUP], GROUP);
+                if (g % SUPER == 0) d[m * supers + g / SUPER] = a.d[at];
+                if (g % 2 == 0) pairs[(m * supers + g / SUPER) * 4 + g % SUPER / 2] = a.pairs[at];
+            }
+        }
+    }
+};
+
+// a super-block of tiles t and t + 1 made ready for every row: the two planes of codes (high, then low: 4 B tiles
+// each), the 16 weight rows' d and -dmin, and their mins in pairs (as super_block2's `pairs`)
+struct AmxSuper {
+    __m512 d, dmin;
+    __m512i mins[SUPER / 2];
+};
+template <int LAYOUT>
+static void amx_decode(const Tiled& w, int64_t t, int64_t b0, int64_t b1, uint8_t* planes, AmxSuper* supers) {
+    const int64_t G = w.groups, head = scale_bytes(w.mode);
+    for (int64_t b = b0; b < b1; b++) {
+        const uint8_t* start0 = w.data + (t * G + b * SUPER) * w.block;
+        const uint8_t* start1 = start0 + G * w.block;
+        uint8_t* high = planes + 2 * (b - b0) * AMX_PLANE;
+        I8 min[2][SUPER];
+        for (int j = 0; j < SUPER; j++) {
+            I8 low0, low1;
+            k_ints(start0 + j * w.block, &low0, &min[0][j]);
+            k_ints(start1 + j * w.block, &low1, &min[1][j]);
+            const __m512i scale = two(low0, low1);  // each 32-bit lane's scale into both its 16-bit halves
+            __m512i top = _mm512_srli_epi32(scale, 3), bottom = _mm512_and_si512(scale, _mm512_set1_epi32(7));
+            top = _mm512_or_si512(top, _mm512_slli_epi32(top, 16));
+            bottom = _mm512_or_si512(bottom, _mm512_slli_epi32(bottom, 16));
+            for (int k = 0; k < CHUNKS; k++) {  // a byte times 7 at most stays in its byte of the 16-bit product
+                const __m512i codes = chunk2<LAYOUT>(start0 + j * w.block + head, start1 + j * w.block + head, k);
+                _mm512_storeu_si512(high + 64 * (j * CHUNKS + k), _mm512_mullo_epi16(codes, top));
+                _mm512_storeu_si512(high + AMX_PLANE + 64 * (j * CHUNKS + k), _mm512_mullo_epi16(codes, bottom));
+            }
+        }
+        AmxSuper& s = supers[b - b0];
+        s.d = two(super_scales(start0, w.block, K_D_AT), super_scales(start1, w.block, K_D_AT));
+        s.dmin = two(super_scales(start0, w.block, K_MIN_AT), super_scales(start1, w.block, K_MIN_AT));
+        for (int j = 0; j < SUPER; j += 2)
+            s.mins[j / 2] = two(i_pairs(min[0][j], min[0][j + 1]), i_pairs(min[1][j], min[1][j + 1]));
+    }
+}
+
+// super-block b's float steps for rows m0 .. m0 + 15 (acc), from its tile products H (sums) and L (sums + 256), as
+// super_block2's
+static inline void amx_steps(__m512* acc, const int32_t* sums, const AmxSuper& s, const AmxRows& r, int64_t m0,
+                             int64_t b) {
+    for (int m = 0; m < AMX_ROWS; m++) {
+        const int64_t at = (m0 + m) * r.supers + b;
+        const __m512i total = _mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512(sums + 16 * m), 3),
+                                               _mm512_load_si512(sums + AMX_ROWS * 16 + 16 * m));
+        acc[m] = f_scaled2(acc[m], total, s.d, r.d[at]);
+        __m512i mins = _mm512_setzero_si512();
+        for (int j = 0; j < SUPER / 2; j++)
+            mins = _mm512_dpwssd_epi32(mins, s.mins[j], _mm512_set1_epi32(r.pairs[4 * at + j]));
+        acc[m] = f_scaled2(acc[m], mins, s.dmin, r.d[at]);
+    }
+}
+
+// tiles t and t + 1 against TILES tiles of rows from m0 (the rows below r.rows stored, plus the bias, as
+// store_block2): each super-block's H and L by tile products (two tiles of rows: 4 chains of products, each pair
+// of A and B tiles used twice), stored, and its float steps taken while the next super-block's products run
+template <int TILES>
+static void amx_block(const Tiled& w, int64_t t, const AmxRows& r, int64_t m0, int64_t b0, int64_t b1,
+                      const uint8_t* planes, const AmxSuper* supers) {
+    __m512 acc[TILES][AMX_ROWS];  // from super-block b0 on: what the slices before left in `out`
+    for (int i = 0; i < TILES; i++)
+        for (int64_t m = 0; m < AMX_ROWS; m++) {
+            const int64_t row = m0 + AMX_ROWS * i + m;
+            acc[i][m] = b0 > 0 && row < r.rows ? _mm512_loadu_ps(w.out + row * w.out_stride + t * LANES) : _mm512_setzero_ps();
+        }
+    alignas(64) int32_t sums[2][TILES][2 * AMX_ROWS * 16];  // by parity of super-block: each tile's H, then L
+    for (int64_t b = b0; b <= b1; b++) {
+        if (b < b1) {
+            const uint8_t* high = planes + 2 * (b - b0) * AMX_PLANE;
+            const int8_t* q = &r.q[m0 * r.width + b * SUPER * GROUP];
+            _tile_zero(4);
+            _tile_zero(5);
+            if constexpr (TILES == 2) {
+                _tile_zero(6);
+                _tile_zero(7);
+            }
+            for (int k = 0; k < 4; k++) {  // 64 bytes a row a step: two groups
+                _tile_loadd(2, high + 1024 * k, 64);
+                _tile_loadd(3, high + AMX_PLANE + 1024 * k, 64);
+                _tile_loadd(0, q + 64 * k, r.width);
+                _tile_dpbsud(4, 0, 2);
+                _tile_dpbsud(5, 0, 3);
+                if constexpr (TILES == 2) {
+                    _tile_loadd(1, q + AMX_ROWS * r.width + 64 * k, r.width);
+                    _tile_dpbsud(6, 1, 2);
+                    _tile_dpbsud(7, 1, 3);
+                }
+            }
+            int32_t(*into)[2 * AMX_ROWS * 16] = sums[b % 2];
+            _tile_stored(4, into[0], 64);
+            _tile_stored(5, into[0] + AMX_ROWS * 16, 64);
+            if constexpr (TILES == 2) {
+                _tile_stored(6, into[1], 64);
+                _tile_stored(7, into[1] + AMX_ROWS * 16, 64);
+            }
+        }
+        if (b > b0)
+            for (int i = 0; i < TILES; i++)
+                amx_steps(acc[i], sums[(b - 1) % 2][i], supers[b - 1 - b0], r, m0 + AMX_ROWS * i, b - 1);
+    }
+    const bool last = b1 == r.supers;  // out = acc + bias after the last slice, acc so far before it
+    const __m512 bias = last && w.bias ? _mm512_loadu_ps(w.bias + t * LANES) : _mm512_setzero_ps();
+    for (int i = 0; i < TILES; i++)
+        for (int64_t m = 0; m < AMX_ROWS && m0 + AMX_ROWS * i + m < r.rows; m++)
+            _mm512_storeu_ps(w.out + (m0 + AMX_ROWS * i + m) * w.out_stride + t * LANES,
+                             last ? _mm512_add_ps(acc[i][m], bias) : acc[i][m]);
+}
+
+// whether a weight takes the tile products: a K-quant of 4- or 5-bit codes, whole pairs of tiles
+static inline bool amx_takes(const Tiled& w) {
+    return w.mode == K_QUANT && (w.layout == NIBBLES || w.layout == NIBBLES_HIGH_BIT) && w.rows % AMX_ROWS == 0;
+}
+
+// inside a parallel region with the tiles configured: the weight's pairs of tiles shared out among the threads
+// (no barrier at the end), slice by slice of AMX_SLICE super-blocks (a slice of every row's activations stays in
+// the second-level cache while the pairs go by: 256 rows of 8960 columns do not), each pair's planes of the slice
+// decoded once and multiplied with every tile of rows; the float sums carried from slice to slice in `out`
+static const int64_t AMX_SLICE = 8;
+template <int LAYOUT>
+static void amx_weight(const Tiled& w, const AmxRows& r) {
+    std::vector<uint8_t> planes(2 * AMX_PLANE * AMX_SLICE);
+    std::vector<AmxSuper> supers(AMX_SLICE);
+    const int64_t pairs = w.rows / AMX_ROWS;
+    for (int64_t b0 = 0; b0 < r.supers; b0 += AMX_SLICE) {
+        const int64_t b1 = b0 + AMX_SLICE < r.supers ? b0 + AMX_SLICE : r.supers;
+        const int64_t bytes = (b1 - b0) * SUPER * w.block;  // one tile's slice
+#pragma omp for schedule(static) nowait
+        for (int64_t p = 0; p < pairs; p++) {  // (the same pairs in each slice: static)
+            amx_decode<LAYOUT>(w, 2 * p, b0, b1, planes.data(), supers.data());
+            if (p + 1 < pairs)  // the next pair's slice asked into the second-level cache while this one multiplies
+                for (int64_t tile = 2 * p + 2; tile < 2 * p + 4; tile++)
+                    for (int64_t at = 0; at < bytes; at += 64)
+                        _mm_prefetch((const char*)(w.data + (tile * w.groups + b0 * SUPER) * w.block + at), _MM_HINT_T1);
+            for (int64_t m0 = 0; m0 < r.rows; m0 += 2 * AMX_ROWS) {
+                if (m0 + AMX_ROWS < r.rows) amx_block<2>(w, 2 * p, r, m0, b0, b1, planes.data(), supers.data());
+                else amx_block<1>(w, 2 * p, r, m0, b0, b1, planes.data(), supers.data());
+            }
+        }
+    }
+}
+#endif
 #endif
 
 // Where a tile's scales come from: decoded from its tile-groups as it goes, or kept (weight_tiles) for a pass wider
@@ -1382,10 +1602,27 @@ int woq_linear(const float* x, int64_t batch, const Job* jobs, int count, float*
     const int64_t width = jobs[0].groups;  // each kind of job its own activations (both where a product mixes them)
     const Activations per_group(x, any_group ? batch : 0, width, threads, false, false);
     const Activations per_super(x, any_super ? batch : 0, width, threads, WOQ_SIMD && six, true);
+#if WOQ_AMX
+    bool tiles = false;  // a K-quant job for the tile products (a pass of whole tiles of rows or more)
+    for (int j = 0; j < count; j++) tiles = tiles || (batch >= AMX_ROWS && amx_takes(tiled(jobs[j], out, out_cols)));
+    tiles = tiles && AMX_PERMITTED;
+    AmxRows rows(per_super, tiles);
+#endif
 #pragma omp parallel num_threads(threads)
     {
+#if WOQ_AMX
+        const AmxTiles configured(tiles);
+        if (tiles) rows.fill(per_super);  // (a barrier at its end: every thread's rows filled)
+#endif
         for (int j = 0; j < count; j++) {
             const Tiled w = tiled(jobs[j], out + jobs[j].column, out_cols);
+#if WOQ_AMX
+            if (tiles && amx_takes(w)) {
+                if (w.layout == NIBBLES) amx_weight<NIBBLES>(w, rows);
+                else amx_weight<NIBBLES_HIGH_BIT>(w, rows);
+                continue;
+            }
+#endif
             if (super_mode(w.mode)) {
                 switch (w.layout) {
                     case NIBBLES: weight_tiles<NIBBLES, true>(w, per_super); break;
@@ -1420,6 +1657,7 @@ int woq_dequantize(const Job* job, float* out32, uint16_t* out16, int threads) {
 // bytes of one tile-group: its scales, then its codes
 int64_t woq_block_bytes(int64_t layout, int64_t mode) { return scale_bytes((int)mode) + code_bytes((int)layout); }
 
-// the instruction-set level this build runs: scalar, avx2, avx2-vnni, avx512-vnni, neon-dotprod or neon-i8mm
+// the instruction-set level this build runs: scalar, avx2, avx2-vnni, avx512-vnni, avx512-amx, neon-dotprod or
+// neon-i8mm
 const char* woq_isa(void) { return ISA; }
 }

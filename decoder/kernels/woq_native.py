@@ -3,10 +3,10 @@ product (decoder/woq_kernel.cpp), the decoding passes' row attention (decoder/ro
 (decoder/layer_kernel.cpp) and a whole decoder layer made of them (decoder/pass_kernel.cpp).
 
 The library is compiled on first use with the machine's C++ compiler for one instruction-set level
-(decoder/kernels/isa.py: on x86-64 scalar C++, AVX2 + FMA, AVX2 + AVX-VNNI, AVX-512 VNNI; on ARM64 scalar C++,
-NEON dot products, NEON + i8mm; by default the best this CPU runs, ``$LOOKAHEAD_LSP_NATIVE_ISA`` names another
-it runs) into the cache directory, keyed by the source, the flags, the compiler and the CPU's flags, so a cache
-shared between machines never hands one CPU another's build. Every level computes the same bits
+(decoder/kernels/isa.py: on x86-64 scalar C++, AVX2 + FMA, AVX2 + AVX-VNNI, AVX-512 VNNI, AVX-512 + AMX-INT8; on
+ARM64 scalar C++, NEON dot products, NEON + i8mm; by default the best this CPU runs, ``$LOOKAHEAD_LSP_NATIVE_ISA``
+names another it runs) into the cache directory, keyed by the source, the flags, the compiler and the CPU's flags,
+so a cache shared between machines never hands one CPU another's build. Every level computes the same bits
 (decoder/woq_kernel.cpp), so one machine tests and measures them all (the ARM64 levels: under emulation,
 tests/decoder/test_arm_kernels.py). It joins PyTorch's OpenMP runtime (the ``libgomp`` torch has loaded; on
 macOS, Apple's clang and torch's ``libomp.dylib``), so it uses torch's thread count without a second pool.

@@ -25,7 +25,7 @@ def test_the_first_line_names_the_kernel_s_level_and_library() -> None:
         assert line.startswith(f"native kernel: none on {platform.machine()}")
     else:
         assert line == f"native kernel: {kernel.isa} on {platform.machine()} ({kernel.library.name})"
-        assert kernel.isa in ("scalar", "avx2", "avx2-vnni", "avx512-vnni", "neon-dotprod", "neon-i8mm")
+        assert kernel.isa in ("scalar", "avx2", "avx2-vnni", "avx512-vnni", "avx512-amx", "neon-dotprod", "neon-i8mm")
 
 
 def test_the_footprint_counts_every_packed_weight_and_its_multiply_adds(
