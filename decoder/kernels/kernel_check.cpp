@@ -6,9 +6,9 @@
 // The inputs are made from integers only (a fixed xorshift sequence, floats as integers times powers of two), so
 // every build sees the same bits: the products of every layout and scale mode (Q6_K's layout 6 with its own scale
 // mode; the super-block modes over 16 groups, the others over 6) for 1 to 16 rows of a pass and 40 (AMX's tiles of
-// 16 rows, whole and not: two weights side by side, of 21 and 16 rows, with and without biases, a row of outliers, a group
-// of zeros), dequantization, attention
-// at several context lengths and head sizes, the residual sum with the RMS norm, RoPE and SwiGLU.
+// 16 rows, whole and not; two weights side by side, of 21 and 16 rows, with and without biases, a row of outliers, a
+// group of zeros), dequantization, attention at several context lengths and head sizes, the residual sum with the RMS
+// norm, RoPE and SwiGLU.
 //
 // Usage: kernel_check OUT; writes OUT as records `name count\n` then count float32 (or uint16) values, and
 // prints the level the build runs (woq_isa). Not part of the library.

@@ -1249,7 +1249,7 @@ __attribute__((noinline)) static void super_block2(const Tiled& w, int64_t t, co
 #if WOQ_AMX
 // ---- AMX (avx512-amx): a K-quant weight (Q4_K, Q5_K) against a wide pass's rows by tile products. A C tile holds
 // 16 rows of the pass by 16 weight rows (tiles t and t + 1, as super_block2's lanes); an A tile 16 rows' 64
-// activation bytes (AmxRows: the rows laid out one after the other); a B tile 64 codes of each of the 16 weight
+// activation bytes (AmxRows: laid out tile by tile); a B tile 64 codes of each of the 16 weight
 // rows, four a 32-bit lane: 2 groups' chunks, which chunk2 already lays out so. A super-block's sum
 // I = sum over g of sc[n, g] * dot[g] needs each group's 6-bit scale inside the product: sc = 8 * high + low (3 bits
 // each), and each code times each part is a byte (at most 7 * 31), so two planes of codes, code * high and
@@ -1282,10 +1282,11 @@ struct AmxTiles {
     const bool on;
 };
 
-// the pass's activations for A tiles: each row's bytes in order (rows padded with zeros to whole tiles), and each
-// row's super-block scale and its groups' activation sums in pairs (Activations.pairs), super-block by super-block
+// the pass's activations as A tiles: each tile of 16 rows (the last padded with zeros) by 64 bytes of its columns
+// one after the other (1 KB: a tile's load reads one block), and each row's super-block scale and its groups'
+// activation sums in pairs (Activations.pairs), super-block by super-block
 struct AmxRows {
-    std::vector<int8_t> q;
+    std::vector<int8_t> q;  // tile (m / 16, k / 64) at (m / 16 * width / 64 + k / 64) * 1024, row m % 16 of it
     std::vector<float> d;         // row m's super-block b at m * supers + b
     std::vector<int32_t> pairs;   // row m's pair j of super-block b at (m * supers + b) * 4 + j
     int64_t rows, width, supers;  // rows of the pass, bytes of a row, super-blocks of a row
@@ -1296,13 +1297,15 @@ struct AmxRows {
           rows(a.batch),
           width(a.groups * GROUP),
           supers(a.groups / SUPER) {}
+    // where A tile (rows m - m % 16 .., 64 columns from 64 k) starts
+    int64_t tile(int64_t m, int64_t k) const { return (m / AMX_ROWS * (width / 64) + k) * 1024; }
     // rows m of a (inside a parallel region: shared out)
     void fill(const Activations& a) {
 #pragma omp for schedule(static)
         for (int64_t m = 0; m < rows; m++) {
             for (int64_t g = 0; g < a.groups; g++) {
                 const int64_t at = a.index(m, g);
-                memcpy(&q[m * width + g * GROUP], &a.q[at * GROUP], GROUP);
+                memcpy(&q[tile(m, g / 2) + m % AMX_ROWS * 64 + g % 2 * GROUP], &a.q[at * GROUP], GROUP);
                 if (g % SUPER == 0) d[m * supers + g / SUPER] = a.d[at];
                 if (g % 2 == 0) pairs[(m * supers + g / SUPER) * 4 + g % SUPER / 2] = a.pairs[at];
             }
@@ -1349,8 +1352,8 @@ static void amx_decode(const Tiled& w, int64_t t, int64_t b0, int64_t b1, uint8_
 // super-block b's float steps for rows m0 .. m0 + 15 (acc), from its tile products H (sums) and L (sums + 256), as
 // super_block2's
 static inline void amx_steps(__m512* acc, const int32_t* sums, const AmxSuper& s, const AmxRows& r, int64_t m0,
-                             int64_t b) {
-    for (int m = 0; m < AMX_ROWS; m++) {
+                             int64_t b, int from, int to) {  // (rows m0 + from .. m0 + to - 1)
+    for (int m = from; m < to; m++) {
         const int64_t at = (m0 + m) * r.supers + b;
         const __m512i total = _mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512(sums + 16 * m), 3),
                                                _mm512_load_si512(sums + AMX_ROWS * 16 + 16 * m));
@@ -1364,7 +1367,8 @@ static inline void amx_steps(__m512* acc, const int32_t* sums, const AmxSuper& s
 
 // tiles t and t + 1 against TILES tiles of rows from m0 (the rows below r.rows stored, plus the bias, as
 // store_block2): each super-block's H and L by tile products (two tiles of rows: 4 chains of products, each pair
-// of A and B tiles used twice), stored, and its float steps taken while the next super-block's products run
+// of A and B tiles used twice), stored, and its float steps taken while the next super-block's products run (a
+// quarter of its rows after each step of products: the vector units work while the tiles multiply)
 template <int TILES>
 static void amx_block(const Tiled& w, int64_t t, const AmxRows& r, int64_t m0, int64_t b0, int64_t b1,
                       const uint8_t* planes, const AmxSuper* supers) {
@@ -1372,13 +1376,16 @@ static void amx_block(const Tiled& w, int64_t t, const AmxRows& r, int64_t m0, i
     for (int i = 0; i < TILES; i++)
         for (int64_t m = 0; m < AMX_ROWS; m++) {
             const int64_t row = m0 + AMX_ROWS * i + m;
-            acc[i][m] = b0 > 0 && row < r.rows ? _mm512_loadu_ps(w.out + row * w.out_stride + t * LANES) : _mm512_setzero_ps();
+            const bool carried = b0 > 0 && row < r.rows;
+            acc[i][m] = carried ? _mm512_loadu_ps(w.out + row * w.out_stride + t * LANES) : _mm512_setzero_ps();
         }
     alignas(64) int32_t sums[2][TILES][2 * AMX_ROWS * 16];  // by parity of super-block: each tile's H, then L
     for (int64_t b = b0; b <= b1; b++) {
+        const bool steps = b > b0;  // super-block b - 1's float steps (its tile products stored in sums[(b - 1) % 2])
+        const AmxSuper& before = supers[steps ? b - 1 - b0 : 0];
         if (b < b1) {
             const uint8_t* high = planes + 2 * (b - b0) * AMX_PLANE;
-            const int8_t* q = &r.q[m0 * r.width + b * SUPER * GROUP];
+            const int8_t* q = &r.q[r.tile(m0, 4 * b)];
             _tile_zero(4);
             _tile_zero(5);
             if constexpr (TILES == 2) {
@@ -1388,14 +1395,17 @@ static void amx_block(const Tiled& w, int64_t t, const AmxRows& r, int64_t m0, i
             for (int k = 0; k < 4; k++) {  // 64 bytes a row a step: two groups
                 _tile_loadd(2, high + 1024 * k, 64);
                 _tile_loadd(3, high + AMX_PLANE + 1024 * k, 64);
-                _tile_loadd(0, q + 64 * k, r.width);
+                _tile_loadd(0, q + 1024 * k, 64);
                 _tile_dpbsud(4, 0, 2);
                 _tile_dpbsud(5, 0, 3);
                 if constexpr (TILES == 2) {
-                    _tile_loadd(1, q + AMX_ROWS * r.width + 64 * k, r.width);
+                    _tile_loadd(1, q + r.tile(AMX_ROWS, 0) + 1024 * k, 64);
                     _tile_dpbsud(6, 1, 2);
                     _tile_dpbsud(7, 1, 3);
                 }
+                if (steps)
+                    for (int i = 0; i < TILES; i++)
+                        amx_steps(acc[i], sums[(b - 1) % 2][i], before, r, m0 + AMX_ROWS * i, b - 1, 4 * k, 4 * k + 4);
             }
             int32_t(*into)[2 * AMX_ROWS * 16] = sums[b % 2];
             _tile_stored(4, into[0], 64);
@@ -1404,10 +1414,10 @@ static void amx_block(const Tiled& w, int64_t t, const AmxRows& r, int64_t m0, i
                 _tile_stored(6, into[1], 64);
                 _tile_stored(7, into[1] + AMX_ROWS * 16, 64);
             }
-        }
-        if (b > b0)
+        } else if (steps) {
             for (int i = 0; i < TILES; i++)
-                amx_steps(acc[i], sums[(b - 1) % 2][i], supers[b - 1 - b0], r, m0 + AMX_ROWS * i, b - 1);
+                amx_steps(acc[i], sums[(b - 1) % 2][i], before, r, m0 + AMX_ROWS * i, b - 1, 0, AMX_ROWS);
+        }
     }
     const bool last = b1 == r.supers;  // out = acc + bias after the last slice, acc so far before it
     const __m512 bias = last && w.bias ? _mm512_loadu_ps(w.bias + t * LANES) : _mm512_setzero_ps();
@@ -1434,14 +1444,9 @@ static void amx_weight(const Tiled& w, const AmxRows& r) {
     const int64_t pairs = w.rows / AMX_ROWS;
     for (int64_t b0 = 0; b0 < r.supers; b0 += AMX_SLICE) {
         const int64_t b1 = b0 + AMX_SLICE < r.supers ? b0 + AMX_SLICE : r.supers;
-        const int64_t bytes = (b1 - b0) * SUPER * w.block;  // one tile's slice
 #pragma omp for schedule(static) nowait
         for (int64_t p = 0; p < pairs; p++) {  // (the same pairs in each slice: static)
             amx_decode<LAYOUT>(w, 2 * p, b0, b1, planes.data(), supers.data());
-            if (p + 1 < pairs)  // the next pair's slice asked into the second-level cache while this one multiplies
-                for (int64_t tile = 2 * p + 2; tile < 2 * p + 4; tile++)
-                    for (int64_t at = 0; at < bytes; at += 64)
-                        _mm_prefetch((const char*)(w.data + (tile * w.groups + b0 * SUPER) * w.block + at), _MM_HINT_T1);
             for (int64_t m0 = 0; m0 < r.rows; m0 += 2 * AMX_ROWS) {
                 if (m0 + AMX_ROWS < r.rows) amx_block<2>(w, 2 * p, r, m0, b0, b1, planes.data(), supers.data());
                 else amx_block<1>(w, 2 * p, r, m0, b0, b1, planes.data(), supers.data());
