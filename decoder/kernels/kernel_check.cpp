@@ -5,7 +5,7 @@
 //
 // The inputs are made from integers only (a fixed xorshift sequence, floats as integers times powers of two), so
 // every build sees the same bits: the products of every layout and scale mode (Q6_K's layout 6 with its own scale
-// mode; the super-block modes over 16 groups, the others over 6) for 1 to 16 rows of a pass and 40 (AMX's tiles of
+// mode; the super-block modes over 16 groups, the others over 6) for 1 to 16 rows of a pass and 72 (AMX's tiles of
 // 16 rows, whole and not; two weights side by side, of 21 and 16 rows, with and without biases, a row of outliers, a
 // group of zeros), dequantization, attention at several context lengths and head sizes, the residual sum with the RMS
 // norm, RoPE and SwiGLU.
@@ -93,7 +93,7 @@ static std::vector<uint8_t> random_tiles(Numbers& rng, int64_t layout, int64_t m
     return data;
 }
 
-// one layout and scale mode: two weights side by side for 1 to 16 rows and 40, and the first one dequantized
+// one layout and scale mode: two weights side by side for 1 to 16 rows and 72, and the first one dequantized
 static void product(Numbers& rng, Output& out, int64_t layout, int64_t mode, int64_t groups) {
     const int64_t cols = groups * 32, rows[2] = {21, 16};
     std::vector<uint8_t> tiles[2];
@@ -107,7 +107,7 @@ static void product(Numbers& rng, Output& out, int64_t layout, int64_t mode, int
         column += rows[w];
     }
     const std::string name = "linear layout " + std::to_string(layout) + " mode " + std::to_string(mode);
-    for (int64_t batch : {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 40}) {
+    for (int64_t batch : {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 72}) {
         std::vector<float> x = rng.floats(batch * cols);
         for (int64_t c = 0; c < cols; c++) x[(batch / 2) * cols + c] *= 1024.0f;  // a row of outliers
         for (int64_t c = 32; c < 64; c++) x[(batch - 1) * cols + c] = 0.0f;       // a group of zeros

@@ -1256,7 +1256,10 @@ __attribute__((noinline)) static void super_block2(const Tiled& w, int64_t t, co
 // code * low, decoded once for every row of the pass, give by tdpbsud (signed activations by unsigned bytes)
 // H and L over the whole super-block, and I = 8 * H + L: the same int32 as super_block2's. The mins' sum M
 // (vpdpwssd), the float steps and their order are super_block2's, so the bits are those of every other level.
-static const int AMX_ROWS = 16;  // rows of the pass in a tile; a pass of fewer takes super_block2
+static const int AMX_ROWS = 16;  // rows of the pass in a tile
+// the fewest rows of a pass that take the tile products: below, the planes' decoding is not repaid (the 1.5B's
+// 256-column-group products at 16 to 32 rows ran 0.64-1.06x as fast as super_block2's, at 48 rows 1.17-1.45x)
+static const int AMX_MIN_ROWS = 48;
 static const int AMX_PLANE = SUPER * CHUNKS * 64;  // bytes of one plane of a super-block's codes (4 B tiles)
 
 struct AmxConfig {  // the tiles' shapes (palette 1): each of the 8 tiles 16 rows of 64 bytes
@@ -1609,7 +1612,7 @@ int woq_linear(const float* x, int64_t batch, const Job* jobs, int count, float*
     const Activations per_super(x, any_super ? batch : 0, width, threads, WOQ_SIMD && six, true);
 #if WOQ_AMX
     bool tiles = false;  // a K-quant job for the tile products (a pass of whole tiles of rows or more)
-    for (int j = 0; j < count; j++) tiles = tiles || (batch >= AMX_ROWS && amx_takes(tiled(jobs[j], out, out_cols)));
+    for (int j = 0; j < count; j++) tiles = tiles || (batch >= AMX_MIN_ROWS && amx_takes(tiled(jobs[j], out, out_cols)));
     tiles = tiles && AMX_PERMITTED;
     AmxRows rows(per_super, tiles);
 #endif

@@ -262,12 +262,12 @@ def test_a_wide_pass_with_rounding_ties_computes_the_scalar_builds_bits_row_by_r
 def test_a_prefill_sized_k_quant_pass_computes_the_scalar_builds_bits_row_by_row(
     levels: dict[str, WoqKernel], type_name: str
 ) -> None:
-    """A K-quant weight of whole pairs of tiles (48 rows) against 40 rows of a pass (AMX's tiles of 16 rows, the
-    last one partial; 9 super-blocks, more than one slice): every level gives the scalar build's bits, with and
-    without a bias, and each row what it gives alone."""
+    """A K-quant weight of whole pairs of tiles (48 rows) against 72 rows of a pass (AMX's tiles of 16 rows two by
+    two, the last one alone and partial; 9 super-blocks, more than one slice): every level gives the scalar build's
+    bits, with and without a bias, and each row what it gives alone."""
     groups = k_quant_groups(48, 9 * 256, seed=13, type_name=type_name)
     state = woq_state(groups)
-    x = torch.randn(40, 9 * 256, generator=torch.Generator().manual_seed(5))
+    x = torch.randn(72, 9 * 256, generator=torch.Generator().manual_seed(5))
     x[7] *= 1000.0  # a row of outliers: large integer sums
     x[12, 256:512] = 0.0  # a super-block of zeros
     bias = torch.randn(48, generator=torch.Generator().manual_seed(6))
@@ -276,7 +276,7 @@ def test_a_prefill_sized_k_quant_pass_computes_the_scalar_builds_bits_row_by_row
         for level, kernel in levels.items():
             assert torch.equal(outputs[level], outputs["scalar"]), level
             layer = WoqLinear(kernel, state, b)
-            assert torch.equal(torch.cat([layer(x[i : i + 1]) for i in range(0, 40, 13)]), outputs["scalar"][::13])
+            assert torch.equal(torch.cat([layer(x[i : i + 1]) for i in range(0, 72, 13)]), outputs["scalar"][::13])
     codes, scale, offset = (torch.from_numpy(a) for a in (groups.codes, groups.scale, groups.offset))
     want = reference_linear(x, codes, scale, offset, supers=True)
     assert (outputs["scalar"].double() - want - bias.double()).abs().max() <= 1e-5 * want.abs().max()
