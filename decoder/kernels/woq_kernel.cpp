@@ -51,6 +51,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include <new>
 #include <vector>
 
 #include "kernel_api.h"
@@ -501,12 +502,31 @@ static inline int32_t six_centre(const int8_t* q, int half) {
     return (int32_t)(uint16_t)(int16_t)(-SIX_ZERO * low) | (int32_t)((uint32_t)(uint16_t)(int16_t)(-SIX_ZERO * high) << 16);
 }
 
+// a vector whose storage starts on a 64-byte line, so that no tile row or AVX-512 load straddles two lines: on a
+// Sapphire Rapids a tile load from a buffer 16 bytes off a line (malloc's alignment) ran 3 to 6x slower, and the
+// tile path's products 1.18x slower (docs/runs/2026-11-28-aligned-tiles-spr/)
+template <class T>
+struct LineAllocator {
+    using value_type = T;
+    LineAllocator() = default;
+    template <class U>
+    LineAllocator(const LineAllocator<U>&) {}
+    T* allocate(size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t(64))); }
+    void deallocate(T* p, size_t) { ::operator delete(p, std::align_val_t(64)); }
+    template <class U>
+    bool operator==(const LineAllocator<U>&) const { return true; }
+    template <class U>
+    bool operator!=(const LineAllocator<U>&) const { return false; }
+};
+template <class T>
+using Lines = std::vector<T, LineAllocator<T>>;
+
 struct Activations {
-    std::vector<int8_t> q;
-    std::vector<float> d, xo;    // xo: per group only (the super-block kernels take qsum or `pairs` instead)
-    std::vector<int32_t> qsum;
-    std::vector<int32_t> six;    // `centred`: six_centre of each row's groups, halves 0 and 1 (at 2 * index)
-    std::vector<int32_t> pairs;  // `supers`, x86: at an even group's index, its qsum and the next group's as int16
+    Lines<int8_t> q;
+    Lines<float> d, xo;    // xo: per group only (the super-block kernels take qsum or `pairs` instead)
+    Lines<int32_t> qsum;
+    Lines<int32_t> six;    // `centred`: six_centre of each row's groups, halves 0 and 1 (at 2 * index)
+    Lines<int32_t> pairs;  // `supers`, x86: at an even group's index, its qsum and the next group's as int16
     int64_t batch, groups;
     // where row `row`'s group g is: its block's first row m0 times the groups, then g times the block's rows
     int64_t index(int64_t row, int64_t g) const {
@@ -1289,7 +1309,7 @@ struct AmxTiles {
 // one after the other (1 KB: a tile's load reads one block), and each row's super-block scale and its groups'
 // activation sums in pairs (Activations.pairs), super-block by super-block
 struct AmxRows {
-    std::vector<int8_t> q;  // tile (m / 16, k / 64) at (m / 16 * width / 64 + k / 64) * 1024, row m % 16 of it
+    Lines<int8_t> q;  // tile (m / 16, k / 64) at (m / 16 * width / 64 + k / 64) * 1024, row m % 16 of it
     std::vector<float> d;         // row m's super-block b at m * supers + b
     std::vector<int32_t> pairs;   // row m's pair j of super-block b at (m * supers + b) * 4 + j
     int64_t rows, width, supers;  // rows of the pass, bytes of a row, super-blocks of a row
@@ -1442,7 +1462,7 @@ static inline bool amx_takes(const Tiled& w) {
 static const int64_t AMX_SLICE = 8;
 template <int LAYOUT>
 static void amx_weight(const Tiled& w, const AmxRows& r) {
-    std::vector<uint8_t> planes(2 * AMX_PLANE * AMX_SLICE);
+    Lines<uint8_t> planes(2 * AMX_PLANE * AMX_SLICE);
     std::vector<AmxSuper> supers(AMX_SLICE);
     const int64_t pairs = w.rows / AMX_ROWS;
     for (int64_t b0 = 0; b0 < r.supers; b0 += AMX_SLICE) {
