@@ -502,9 +502,9 @@ static inline int32_t six_centre(const int8_t* q, int half) {
     return (int32_t)(uint16_t)(int16_t)(-SIX_ZERO * low) | (int32_t)((uint32_t)(uint16_t)(int16_t)(-SIX_ZERO * high) << 16);
 }
 
-// a vector whose storage starts on a 64-byte line, so that no tile row or AVX-512 load straddles two lines: on a
-// Sapphire Rapids a tile load from a buffer 16 bytes off a line (malloc's alignment) ran 3 to 6x slower, and the
-// tile path's products 1.18x slower (docs/runs/2026-11-28-aligned-tiles-spr/)
+// a vector whose storage starts on a 64-byte line, so that no tile row or vector load straddles two lines: on a
+// Sapphire Rapids a tile load from a buffer 16 bytes off a line (where malloc may put it) took about 6x as long,
+// and the tile path's products ran 1.19-1.28x slower (docs/runs/2026-11-28-aligned-tiles-spr/)
 template <class T>
 struct LineAllocator {
     using value_type = T;
