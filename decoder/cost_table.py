@@ -203,7 +203,11 @@ def implausible(cost: CostModel) -> bool:
 
 def machine_cost(model: torch.nn.Module, measure_table: Callable[[torch.nn.Module], CostModel] = measure) -> CostModel:
     """``model``'s table on this machine: the stored one, else measured now and stored; either way written back
-    as live passes correct it."""
+    as live passes correct it. The kernel's narrow passes are settled first (:mod:`decoder.tile_pairs`): the
+    table times the passes as they will run."""
+    from lookahead_lsp.decoder.tile_pairs import settle  # deferred: it keeps its choice beside this table
+
+    settle(model)
     path = table_path(model)
     cost = load(path)
     if cost is None:

@@ -28,6 +28,7 @@ from lookahead_lsp.decoder.kernels.woq_native import native_kernel
 from lookahead_lsp.decoder.kv import PrefixKV
 from lookahead_lsp.decoder.runtime.model import load_model
 from lookahead_lsp.decoder.runtime.native_pass import native_pass
+from lookahead_lsp.decoder.tile_pairs import describe, settle
 from lookahead_lsp.evaluation.stream_read import stream_read_rate
 
 SIZES = (1, 2, 3, 4, 6, 8, 12, 16)
@@ -116,11 +117,13 @@ def compare(model_spec: str, context_tokens: int, repeats: int, only: tuple[str,
     ``model_spec`` may name several models, comma-separated (``embedded,embedded-1.5b``): their passes are
     interleaved too, so that their relative costs are compared under the same machine load."""
     models = {}
+    lines = [kernel_line()]
     specs = [spec.strip() for spec in model_spec.split(",") if spec.strip()]
     for spec in specs:
         label = f" [{spec}]" if len(specs) > 1 else ""
-        if "daemon" in only:  # GGUF weights where the model has them
+        if "daemon" in only:  # GGUF weights where the model has them, its narrow passes as the daemon runs them
             models[KINDS["daemon"] + label] = load_model(spec, device="cpu").model
+            lines.append(f"{KINDS['daemon'] + label}: {describe(settle(models[KINDS['daemon'] + label]))}")
         if "int4" in only:  # the same GGUF weights on ATen's int4 kernel instead of the native one
             models[KINDS["int4"] + label] = load_model(spec, device="cpu", native=False).model
         if "dense" in only:
@@ -131,7 +134,6 @@ def compare(model_spec: str, context_tokens: int, repeats: int, only: tuple[str,
     context = [100 + (i * 7919) % 20000 for i in range(context_tokens)]
     caches: dict[str, PrefixKV] = {}
     prefill_s: dict[str, float] = {}
-    lines = [kernel_line()]
     for name, model in models.items():
         caches[name] = PrefixKV()
         started = time.perf_counter()

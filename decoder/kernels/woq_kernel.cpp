@@ -51,6 +51,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include <atomic>
 #include <new>
 #include <vector>
 
@@ -1096,6 +1097,16 @@ static inline __m512i dot16(__m512i acc, __m512i codes, const int8_t* q) {
 // each row's integer dots of two tile-groups (as group_dots of each)
 template <int LAYOUT, int MT>
 static inline void group_dots2(const uint8_t* c0, const uint8_t* c1, const int8_t* q, __m512i* dot) {
+    if constexpr (MT == 1) {  // one row: two chains of four dots (even and odd chunks), as group_dots
+        __m512i even = _mm512_setzero_si512(), odd = _mm512_setzero_si512();
+#pragma GCC unroll 4
+        for (int k = 0; k < CHUNKS; k += 2) {
+            even = dot16(even, chunk2<LAYOUT>(c0, c1, k), q + 4 * k);
+            odd = dot16(odd, chunk2<LAYOUT>(c0, c1, k + 1), q + 4 * k + 4);
+        }
+        dot[0] = _mm512_add_epi32(even, odd);
+        return;
+    }
     for (int m = 0; m < MT; m++) dot[m] = _mm512_setzero_si512();
 #pragma GCC unroll 8
     for (int k = 0; k < CHUNKS; k++) {
@@ -1502,6 +1513,9 @@ static inline void tiles_block(const Tiled& w, int64_t t, bool two_tiles, const 
     else block<LAYOUT, MT, KEPT>(w, t, a, m0, kept.scales);
 }
 
+// bit n - 1 set: a pass of n rows (1 to 4) takes the two-tile loop (woq_pair_rows; none until set)
+static std::atomic<int64_t> PAIRED_ROWS{0};
+
 // tiles t0 .. t1 - 1 of the weight against rows m0 .. m0 + ROW_TILE - 1 (or the rest of the rows) of the pass;
 // KEPT: with their scales in `kept`, tile by tile (weight_tiles)
 template <int LAYOUT, bool KEPT, bool SUPERS>
@@ -1512,10 +1526,13 @@ static inline void row_block(const Tiled& w, int64_t t0, int64_t t1, const Activ
                         KEPT && SUPERS ? kept.supers + w.groups / SUPER * (t - t0) : nullptr};
         // tiles two by two where the pass is bound by its arithmetic: wider than a block of rows (a prefill
         // chunk), or 5 rows or more of codes narrower than bytes (the 1.5B's passes of 5 to 7 rows ran 1.09-1.20x
-        // faster so); 2 to 4 rows (0.83-0.94x two by two), or byte codes up to a block, are bound by the codes'
-        // decoding and by memory
+        // faster so on a Zen 4); byte codes up to a block are bound by memory. Passes of 1 to 4 rows as
+        // PAIRED_ROWS says: on a Zen 4 (a 512-bit instruction takes two of the 256-bit pipes) the 1.5B's passes of
+        // 2 to 4 rows ran 0.83-0.94x two by two, on a Sapphire Rapids (512-bit dots at twice the 256-bit rate)
+        // 1.13-1.30x; so the daemon times both on the machine (decoder/tile_pairs.py) and sets the mask
         const bool wide = a.batch > ROW_TILE || (a.batch >= 5 && LAYOUT != BYTES);
-        const bool pair = TWO_TILES && wide && rows > 1 && t + 1 < t1;
+        const bool narrow = a.batch <= 4 && (PAIRED_ROWS.load(std::memory_order_relaxed) >> (a.batch - 1) & 1);
+        const bool pair = TWO_TILES && ((wide && rows > 1) || narrow) && t + 1 < t1;
         switch (rows) {  // the rest: the same arithmetic per row
             case ROW_TILE: tiles_block<LAYOUT, ROW_TILE, KEPT, SUPERS>(w, t, pair, a, m0, s); break;
             case 7: tiles_block<LAYOUT, (7 < ROW_TILE ? 7 : 1), KEPT, SUPERS>(w, t, pair, a, m0, s); break;
@@ -1523,7 +1540,7 @@ static inline void row_block(const Tiled& w, int64_t t0, int64_t t1, const Activ
             case 5: tiles_block<LAYOUT, (5 < ROW_TILE ? 5 : 1), KEPT, SUPERS>(w, t, pair, a, m0, s); break;
             case 3: tiles_block<LAYOUT, 3, KEPT, SUPERS>(w, t, pair, a, m0, s); break;
             case 2: tiles_block<LAYOUT, 2, KEPT, SUPERS>(w, t, pair, a, m0, s); break;
-            case 1: tiles_block<LAYOUT, 1, KEPT, SUPERS>(w, t, false, a, m0, s); break;
+            case 1: tiles_block<LAYOUT, 1, KEPT, SUPERS>(w, t, pair, a, m0, s); break;
             default: tiles_block<LAYOUT, (4 < ROW_TILE ? 4 : 1), KEPT, SUPERS>(w, t, pair, a, m0, s); break;  // 4 rows
         }
         t += pair;
@@ -1688,4 +1705,9 @@ int64_t woq_block_bytes(int64_t layout, int64_t mode) { return scale_bytes((int)
 // the instruction-set level this build runs: scalar, avx2, avx2-vnni, avx512-vnni, avx512-amx, neon-dotprod or
 // neon-i8mm
 const char* woq_isa(void) { return ISA; }
+
+int64_t woq_pair_rows(int64_t mask) {
+    if (!TWO_TILES) return -1;
+    return mask < 0 ? PAIRED_ROWS.load() : PAIRED_ROWS.exchange(mask & 15);
+}
 }

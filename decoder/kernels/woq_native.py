@@ -134,9 +134,18 @@ class WoqKernel:
             fn.restype = ctypes.c_int
         lib.woq_isa.restype = ctypes.c_char_p
         self.isa: str = lib.woq_isa().decode()
+        self._pair_rows = lib.woq_pair_rows
+        self._pair_rows.argtypes = [i64]
+        self._pair_rows.restype = i64
 
     def __deepcopy__(self, memo: dict[int, object]) -> WoqKernel:
         return self  # a handle on a loaded library: copies of a model share it
+
+    def pair_rows(self, mask: int | None = None) -> int | None:
+        """Which passes of 1 to 4 rows take the AVX-512 two-tile loop (bit n - 1: passes of n rows): set to
+        ``mask`` where given; the mask in force before, or None at a level without that loop."""
+        before = int(self._pair_rows(-1 if mask is None else mask))
+        return None if before < 0 else before
 
     def linear(self, x: torch.Tensor, product: WoqProduct) -> torch.Tensor:
         """``x (batch, cols) float32 -> [x W_i^T + b_i for each weight] side by side, (batch, rows) float32``."""

@@ -205,6 +205,19 @@ def test_the_start_up_probe_rejects_a_kernel_that_gets_k_quants_wrong(kernel: Wo
     assert not probe(OffOnKQuants())  # type: ignore[arg-type]
 
 
+def assert_narrow_passes_as_alone(kernel: WoqKernel, layer: WoqLinear, x: torch.Tensor, want: torch.Tensor) -> None:
+    """Each row of ``x`` alone and passes of its first 2 to 4 rows give ``want``'s rows; at an AVX-512 level both
+    with the two-tile loop for such passes (``pair_rows``) and without."""
+    before = kernel.pair_rows()
+    for mask in (0, 15) if before is not None else (None,):
+        kernel.pair_rows(mask)
+        assert kernel.pair_rows() == mask
+        assert torch.equal(torch.cat([layer(x[i : i + 1]) for i in range(x.shape[0])]), want), mask
+        for rows in (2, 3, 4):
+            assert torch.equal(layer(x[:rows]), want[:rows]), (mask, rows)
+    kernel.pair_rows(before)
+
+
 def test_every_level_computes_the_same_bits_as_the_scalar_build(levels: dict[str, WoqKernel]) -> None:
     modes = set()
     for groups in every_kind_of_weight():
@@ -217,10 +230,10 @@ def test_every_level_computes_the_same_bits_as_the_scalar_build(levels: dict[str
             modes.add(layer.mode)
             outputs[level] = layer(x)
             # each row of a pass as if alone, at every level; and in a pass of one whole block of rows
-            assert torch.equal(torch.cat([layer(x[i : i + 1]) for i in range(11)]), outputs[level])
             assert torch.equal(layer(x[:8]), outputs[level][:8])
             for rows in (5, 6, 7):  # passes narrower than a block that take AVX-512's two-tile loop all the same
                 assert torch.equal(layer(x[:rows]), outputs[level][:rows])
+            assert_narrow_passes_as_alone(kernel, layer, x, outputs[level])
             dense = layer.dense(torch.float32).double()
             np.testing.assert_allclose(dense.numpy(), groups.dequantize(), rtol=1e-6, atol=1e-7)
         for level, got in outputs.items():

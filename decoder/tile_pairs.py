@@ -1,0 +1,121 @@
+"""decoder: which narrow passes take the native kernel's two-tile loop on this machine, timed once on the model.
+
+At an AVX-512 level the kernel can multiply a pass's activations with two weight tiles at once (16 weight rows in
+one 512-bit register) or with one at a time (8 rows, 256 bits). Passes of 5 tokens or more take the two-tile loop;
+for passes of 1 to 4 tokens which is faster depends on the core: a Sapphire Rapids runs 512-bit dot products at
+twice the 256-bit rate (the 1.5B's passes of 1 to 4 tokens 1.15-1.30x faster two by two), a Zen 4 splits each over
+two 256-bit pipes (0.83-0.94x). Both loops give the same bits, so the choice is one of speed alone, and it is made
+where it can be seen: each width's pass of the model timed both ways in interleaved rounds (each way's fastest), the
+two-tile loop kept where it is faster by :data:`MARGIN`. The choice is stored beside the pass-cost table, under its
+key (``decoder/cost_table.py``: this machine, model, kernel build and pass code), and read back by later processes,
+before the table is timed: the table times the passes as they will run.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from lookahead_lsp.decoder.cost_table import CONTEXT, table_path, write_json
+
+if TYPE_CHECKING:
+    from lookahead_lsp.decoder.kernels.woq_native import WoqKernel
+
+log = logging.getLogger(__name__)
+
+VERSION = 1  # of the file's layout and of how the choice is timed
+WIDTHS = (1, 2, 3, 4)  # tokens per pass the choice is made for (the kernel's mask: bit n - 1)
+ROUNDS = 3  # interleaved rounds; each way of each width keeps its fastest
+MARGIN = 0.03  # the two-tile loop is kept where its fastest pass is at least this much faster: closer is noise
+
+
+def model_kernel(model: torch.nn.Module) -> WoqKernel | None:
+    """The native kernel ``model``'s layers run on, or None for a model without it."""
+    for module in model.modules():
+        kernel = getattr(module, "kernel", None)
+        if callable(getattr(kernel, "pair_rows", None)):
+            return kernel  # type: ignore[no-any-return]
+    return None
+
+
+def choose(time_pass: Callable[[int, bool], float], widths: tuple[int, ...] = WIDTHS, rounds: int = ROUNDS) -> int:
+    """The kernel's mask of the ``widths`` whose passes ran faster two tiles at a time: ``time_pass(n, paired)``
+    times one pass of n tokens one way, each width both ways in ``rounds`` rounds (which way first alternates), and
+    each way keeps its fastest (the round least disturbed by other work)."""
+    best: dict[tuple[int, bool], float] = {}
+    for round_ in range(rounds):
+        for n in widths:
+            for paired in (False, True) if round_ % 2 == 0 else (True, False):
+                seconds = time_pass(n, paired)
+                best[n, paired] = min(best.get((n, paired), float("inf")), seconds)
+    return sum(1 << (n - 1) for n in widths if best[n, True] < (1.0 - MARGIN) * best[n, False])
+
+
+def measure(model: torch.nn.Module, kernel: WoqKernel) -> int:
+    """:func:`choose` on ``model``'s own passes after a :data:`decoder.cost_table.CONTEXT`-token context."""
+    from lookahead_lsp.decoder.forward import masked_pass, prefill  # deferred: forward imports this package's policy
+    from lookahead_lsp.decoder.kv import PrefixKV
+
+    kv = PrefixKV()
+    vocab = int(getattr(getattr(model, "config", None), "vocab_size", 0) or 256)
+    prefill(model, kv, [(i * 7919) % vocab for i in range(CONTEXT)])
+
+    def time_pass(n: int, paired: bool) -> float:
+        kernel.pair_rows(1 << (n - 1) if paired else 0)
+        started = time.perf_counter()
+        masked_pass(model, kv, n)
+        return time.perf_counter() - started
+
+    time_pass(1, False)  # warm-up
+    time_pass(1, True)
+    return choose(time_pass)
+
+
+def pairs_path(model: torch.nn.Module) -> Path:
+    """The file of ``model``'s choice on this machine: beside its pass-cost table, under the same key."""
+    table = table_path(model)
+    return table.with_name("pairs" + table.name.removeprefix("cost"))
+
+
+def load(path: Path) -> int | None:
+    """The mask stored at ``path``, or None where there is none (or it cannot be read)."""
+    try:
+        data: Any = json.loads(path.read_text(encoding="utf-8"))
+        mask = data["mask"] if data.get("version") == VERSION else None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        if not isinstance(exc, FileNotFoundError):
+            log.warning("two-tile choice %s unreadable (%s): timing it again", path, exc)
+        return None
+    return mask if isinstance(mask, int) and 0 <= mask < 1 << len(WIDTHS) else None
+
+
+def settle(model: torch.nn.Module, measure_mask: Callable[[torch.nn.Module, WoqKernel], int] = measure) -> int | None:
+    """Set ``model``'s kernel to the stored choice, else to one timed now and stored; the mask set, or None where
+    the model's kernel has no two-tile loop (no native kernel, or a level below AVX-512)."""
+    kernel = model_kernel(model)
+    if kernel is None or kernel.pair_rows() is None:
+        return None
+    path = pairs_path(model)
+    mask = load(path)
+    if mask is None:
+        started = time.perf_counter()
+        mask = measure_mask(model, kernel)
+        write_json(path, {"version": VERSION, "mask": mask}, "the two-tile choice")
+        log.info("two-tile choice timed in %.2f s (%s)", time.perf_counter() - started, path)
+    kernel.pair_rows(mask)
+    log.info("%s (%s)", describe(mask), kernel.isa)
+    return mask
+
+
+def describe(mask: int | None) -> str:
+    """What ``mask`` (:func:`settle`'s) means, in words."""
+    if mask is None:
+        return "two-tile loop: none at this level"
+    widths = ", ".join(str(n) for n in WIDTHS if mask >> (n - 1) & 1) or "none"
+    return f"two-tile loop for passes of 5 tokens or more and of: {widths}"
