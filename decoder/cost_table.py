@@ -16,9 +16,7 @@ import functools
 import hashlib
 import json
 import logging
-import os
 import platform
-import tempfile
 import time
 from collections.abc import Callable
 from importlib import resources
@@ -28,6 +26,8 @@ from typing import Any
 import torch
 
 from lookahead_lsp.decoder.policy import CostModel
+from lookahead_lsp.decoder.tile_pairs import pairs_path, settle
+from lookahead_lsp.decoder.weights.cache import write_json
 
 log = logging.getLogger(__name__)
 
@@ -151,18 +151,6 @@ def save(path: Path, cost: CostModel) -> None:
     write_json(path, data, "the pass-cost table")
 
 
-def write_json(path: Path, data: Any, what: str) -> None:
-    """Write ``data`` as JSON to ``path``, whole or not at all (a temporary file beside it, renamed); a failure is
-    logged as about ``what``, never raised (what is stored beside the kernels is only an optimisation)."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f".{path.stem}-", delete=False) as handle:
-            json.dump(data, handle)
-        os.replace(handle.name, path)
-    except OSError as exc:
-        log.warning("cannot write %s %s: %s", what, path, exc)
-
-
 def measure(model: torch.nn.Module, sizes: tuple[int, ...] = SIZES, rounds: int = ROUNDS) -> CostModel:
     """Time passes of each size after a :data:`CONTEXT`-token context, ``rounds`` interleaved rounds (each size
     keeps its fastest): the table of this machine as it is, no other machine's pulled in. Where the fastest
@@ -201,13 +189,17 @@ def implausible(cost: CostModel) -> bool:
     return any(relative < 1.0 - NOISE for n, relative in cost.points if n > 1)
 
 
+def settle_pairs(model: torch.nn.Module) -> int | None:
+    """``model``'s kernel set to this machine's choice of loop for narrow passes (:func:`decoder.tile_pairs.settle`),
+    kept beside its table under the same key; the mask, or None where the kernel has no choice to make."""
+    return settle(model, pairs_path(table_path(model)))
+
+
 def machine_cost(model: torch.nn.Module, measure_table: Callable[[torch.nn.Module], CostModel] = measure) -> CostModel:
     """``model``'s table on this machine: the stored one, else measured now and stored; either way written back
     as live passes correct it. The kernel's narrow passes are settled first (:mod:`decoder.tile_pairs`): the
     table times the passes as they will run."""
-    from lookahead_lsp.decoder.tile_pairs import settle  # deferred: it keeps its choice beside this table
-
-    settle(model)
+    settle_pairs(model)
     path = table_path(model)
     cost = load(path)
     if cost is None:

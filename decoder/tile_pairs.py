@@ -3,12 +3,13 @@
 At an AVX-512 level the kernel can multiply a pass's activations with two weight tiles at once (16 weight rows in
 one 512-bit register) or with one at a time (8 rows, 256 bits). Passes of 5 tokens or more take the two-tile loop;
 for passes of 1 to 4 tokens which is faster depends on the core: a Sapphire Rapids runs 512-bit dot products at
-twice the 256-bit rate (the 1.5B's passes of 1 to 4 tokens 1.15-1.30x faster two by two), a Zen 4 splits each over
-two 256-bit pipes (0.83-0.94x). Both loops give the same bits, so the choice is one of speed alone, and it is made
-where it can be seen: each width's pass of the model timed both ways in interleaved rounds (each way's fastest), the
-two-tile loop kept where it is faster by :data:`MARGIN`. The choice is stored beside the pass-cost table, under its
-key (``decoder/cost_table.py``: this machine, model, kernel build and pass code), and read back by later processes,
-before the table is timed: the table times the passes as they will run.
+twice the 256-bit rate (the 1.5B's passes of 1 to 4 tokens 1.20-1.30x faster two by two), a Zen 4 splits each over
+two 256-bit pipes (0.83-0.94x at 2 to 4 tokens). Both loops give the same bits, so the choice is one of speed
+alone, and it is made where it can be seen: each width's pass of the model timed both ways in interleaved rounds
+(each way's fastest), the two-tile loop kept where it is faster by :data:`MARGIN`. The choice is stored beside
+the pass-cost table, under its key (``decoder/cost_table.py``: this machine, model, kernel build and pass code; it
+settles the choice before its table is timed, so that the table times the passes as they will run), and read back
+by later processes.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from lookahead_lsp.decoder.cost_table import CONTEXT, table_path, write_json
+from lookahead_lsp.decoder.weights.cache import write_json
 
 if TYPE_CHECKING:
     from lookahead_lsp.decoder.kernels.woq_native import WoqKernel
@@ -33,6 +34,7 @@ VERSION = 1  # of the file's layout and of how the choice is timed
 WIDTHS = (1, 2, 3, 4)  # tokens per pass the choice is made for (the kernel's mask: bit n - 1)
 ROUNDS = 3  # interleaved rounds; each way of each width keeps its fastest
 MARGIN = 0.03  # the two-tile loop is kept where its fastest pass is at least this much faster: closer is noise
+CONTEXT = 128  # tokens in the cache before the timed passes (as the pass-cost table's)
 
 
 def model_kernel(model: torch.nn.Module) -> WoqKernel | None:
@@ -58,7 +60,7 @@ def choose(time_pass: Callable[[int, bool], float], widths: tuple[int, ...] = WI
 
 
 def measure(model: torch.nn.Module, kernel: WoqKernel) -> int:
-    """:func:`choose` on ``model``'s own passes after a :data:`decoder.cost_table.CONTEXT`-token context."""
+    """:func:`choose` on ``model``'s own passes after a :data:`CONTEXT`-token context."""
     from lookahead_lsp.decoder.forward import masked_pass, prefill  # deferred: forward imports this package's policy
     from lookahead_lsp.decoder.kv import PrefixKV
 
@@ -77,9 +79,8 @@ def measure(model: torch.nn.Module, kernel: WoqKernel) -> int:
     return choose(time_pass)
 
 
-def pairs_path(model: torch.nn.Module) -> Path:
-    """The file of ``model``'s choice on this machine: beside its pass-cost table, under the same key."""
-    table = table_path(model)
+def pairs_path(table: Path) -> Path:
+    """The file of the choice for the model whose pass-cost table is ``table``: beside it, under the same key."""
     return table.with_name("pairs" + table.name.removeprefix("cost"))
 
 
@@ -95,13 +96,14 @@ def load(path: Path) -> int | None:
     return mask if isinstance(mask, int) and 0 <= mask < 1 << len(WIDTHS) else None
 
 
-def settle(model: torch.nn.Module, measure_mask: Callable[[torch.nn.Module, WoqKernel], int] = measure) -> int | None:
-    """Set ``model``'s kernel to the stored choice, else to one timed now and stored; the mask set, or None where
-    the model's kernel has no two-tile loop (no native kernel, or a level below AVX-512)."""
+def settle(
+    model: torch.nn.Module, path: Path, measure_mask: Callable[[torch.nn.Module, WoqKernel], int] = measure
+) -> int | None:
+    """Set ``model``'s kernel to the choice stored at ``path``, else to one timed now and stored there; the mask
+    set, or None where the model's kernel has no two-tile loop (no native kernel, or a level below AVX-512)."""
     kernel = model_kernel(model)
     if kernel is None or kernel.pair_rows() is None:
         return None
-    path = pairs_path(model)
     mask = load(path)
     if mask is None:
         started = time.perf_counter()

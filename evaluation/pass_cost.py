@@ -23,12 +23,13 @@ from typing import NamedTuple
 
 import torch
 
+from lookahead_lsp.decoder.cost_table import settle_pairs
 from lookahead_lsp.decoder.forward import PREFILL_CHUNK, masked_pass, prefill
 from lookahead_lsp.decoder.kernels.woq_native import native_kernel
 from lookahead_lsp.decoder.kv import PrefixKV
 from lookahead_lsp.decoder.runtime.model import load_model
 from lookahead_lsp.decoder.runtime.native_pass import native_pass
-from lookahead_lsp.decoder.tile_pairs import describe, settle
+from lookahead_lsp.decoder.tile_pairs import describe
 from lookahead_lsp.evaluation.stream_read import stream_read_rate
 
 SIZES = (1, 2, 3, 4, 6, 8, 12, 16)
@@ -123,7 +124,7 @@ def compare(model_spec: str, context_tokens: int, repeats: int, only: tuple[str,
         label = f" [{spec}]" if len(specs) > 1 else ""
         if "daemon" in only:  # GGUF weights where the model has them, its narrow passes as the daemon runs them
             models[KINDS["daemon"] + label] = load_model(spec, device="cpu").model
-            lines.append(f"{KINDS['daemon'] + label}: {describe(settle(models[KINDS['daemon'] + label]))}")
+            lines.append(f"{KINDS['daemon'] + label}: {describe(settle_pairs(models[KINDS['daemon'] + label]))}")
         if "int4" in only:  # the same GGUF weights on ATen's int4 kernel instead of the native one
             models[KINDS["int4"] + label] = load_model(spec, device="cpu", native=False).model
         if "dense" in only:

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from lookahead_lsp.decoder.weights.cache import write_json
 from lookahead_lsp.lsp_server.config import Config
 from lookahead_lsp.lsp_server.model_choice import TAIL_TOKENS, Figures
 
@@ -72,8 +73,6 @@ def store(path: Path, figures: Figures) -> None:
         "threads": figures.threads,
         "measured": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
-    from lookahead_lsp.decoder.cost_table import write_json  # deferred: torch (see figures_path)
-
     write_json(path, data, "the model figures")
 
 

@@ -1529,7 +1529,8 @@ static inline void row_block(const Tiled& w, int64_t t0, int64_t t1, const Activ
         // faster so on a Zen 4); byte codes up to a block are bound by memory. Passes of 1 to 4 rows as
         // PAIRED_ROWS says: on a Zen 4 (a 512-bit instruction takes two of the 256-bit pipes) the 1.5B's passes of
         // 2 to 4 rows ran 0.83-0.94x two by two, on a Sapphire Rapids (512-bit dots at twice the 256-bit rate)
-        // 1.13-1.30x; so the daemon times both on the machine (decoder/tile_pairs.py) and sets the mask
+        // those of 1 to 4 rows 1.20-1.30x; so the daemon times both on the machine and sets the mask
+        // (decoder/tile_pairs.py)
         const bool wide = a.batch > ROW_TILE || (a.batch >= 5 && LAYOUT != BYTES);
         const bool narrow = a.batch <= 4 && (PAIRED_ROWS.load(std::memory_order_relaxed) >> (a.batch - 1) & 1);
         const bool pair = TWO_TILES && ((wide && rows > 1) || narrow) && t + 1 < t1;

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from lookahead_lsp.decoder import tile_pairs
+from lookahead_lsp.decoder import cost_table, tile_pairs
 from lookahead_lsp.decoder.kernels.woq_native import WoqKernel
 from lookahead_lsp.decoder.runtime.packed_model import pack_gguf, use_packed
 from tests.decoder.test_packed import write_tiny_gguf
@@ -56,17 +56,18 @@ def test_the_choice_is_timed_once_stored_read_back_and_set_at_every_level(
             timed.append(k)
             return 0b0101
 
+        path = tile_pairs.pairs_path(cost_table.table_path(model))
+        assert path.parent == kernel.library.parent and path.name.startswith("pairs-")  # beside the table
         before = kernel.pair_rows()
         if before is None:  # below AVX-512: no two-tile loop, nothing timed or stored
-            assert tile_pairs.settle(model, measure) is None and timed == []
-            assert not tile_pairs.pairs_path(model).exists()
+            assert tile_pairs.settle(model, path, measure) is None and timed == []
+            assert not path.exists()
             continue
         try:
             kernel.pair_rows(0)
-            assert tile_pairs.settle(model, measure) == 0b0101 and kernel.pair_rows() == 0b0101
-            assert tile_pairs.pairs_path(model).parent == kernel.library.parent  # beside the kernel, as the table
+            assert tile_pairs.settle(model, path, measure) == 0b0101 and kernel.pair_rows() == 0b0101
             kernel.pair_rows(0)
-            assert tile_pairs.settle(model, measure) == 0b0101 and kernel.pair_rows() == 0b0101  # read back
+            assert tile_pairs.settle(model, path, measure) == 0b0101 and kernel.pair_rows() == 0b0101  # read back
             assert timed == [kernel]
             real = tile_pairs.measure(model, kernel)  # the model's own passes (timings too noisy to assert)
             assert 0 <= real < 16
