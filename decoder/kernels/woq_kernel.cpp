@@ -1521,19 +1521,19 @@ static std::atomic<int64_t> PAIRED_ROWS{0};
 template <int LAYOUT, bool KEPT, bool SUPERS>
 static inline void row_block(const Tiled& w, int64_t t0, int64_t t1, const Activations& a, int64_t m0, Kept kept) {
     const int64_t rows = a.batch - m0 < ROW_TILE ? a.batch - m0 : ROW_TILE;
+    // tiles two by two where the pass is bound by its arithmetic: wider than a block of rows (a prefill chunk), or
+    // 5 rows or more of codes narrower than bytes (the 1.5B's passes of 5 to 7 rows ran 1.09-1.20x faster so on a
+    // Zen 4); byte codes up to a block are bound by memory. Passes of 1 to 4 rows as PAIRED_ROWS says: on a Zen 4
+    // (a 512-bit instruction takes two of the 256-bit pipes) the 1.5B's passes of 2 to 4 rows ran 0.83-0.94x two
+    // by two, on a Sapphire Rapids (512-bit dots at twice the 256-bit rate) those of 1 to 4 rows 1.20-1.30x; so
+    // the daemon times both on the machine and sets the mask (decoder/tile_pairs.py)
+    const bool wide = a.batch > ROW_TILE || (a.batch >= 5 && LAYOUT != BYTES);
+    const bool narrow = a.batch <= 4 && (PAIRED_ROWS.load(std::memory_order_relaxed) >> (a.batch - 1) & 1);
+    const bool paired = TWO_TILES && ((wide && rows > 1) || narrow);
     for (int64_t t = t0; t < t1; t++) {
         const Kept s = {KEPT && !SUPERS ? kept.scales + 2 * w.groups * (t - t0) : nullptr,
                         KEPT && SUPERS ? kept.supers + w.groups / SUPER * (t - t0) : nullptr};
-        // tiles two by two where the pass is bound by its arithmetic: wider than a block of rows (a prefill
-        // chunk), or 5 rows or more of codes narrower than bytes (the 1.5B's passes of 5 to 7 rows ran 1.09-1.20x
-        // faster so on a Zen 4); byte codes up to a block are bound by memory. Passes of 1 to 4 rows as
-        // PAIRED_ROWS says: on a Zen 4 (a 512-bit instruction takes two of the 256-bit pipes) the 1.5B's passes of
-        // 2 to 4 rows ran 0.83-0.94x two by two, on a Sapphire Rapids (512-bit dots at twice the 256-bit rate)
-        // those of 1 to 4 rows 1.20-1.30x; so the daemon times both on the machine and sets the mask
-        // (decoder/tile_pairs.py)
-        const bool wide = a.batch > ROW_TILE || (a.batch >= 5 && LAYOUT != BYTES);
-        const bool narrow = a.batch <= 4 && (PAIRED_ROWS.load(std::memory_order_relaxed) >> (a.batch - 1) & 1);
-        const bool pair = TWO_TILES && ((wide && rows > 1) || narrow) && t + 1 < t1;
+        const bool pair = paired && t + 1 < t1;
         switch (rows) {  // the rest: the same arithmetic per row
             case ROW_TILE: tiles_block<LAYOUT, ROW_TILE, KEPT, SUPERS>(w, t, pair, a, m0, s); break;
             case 7: tiles_block<LAYOUT, (7 < ROW_TILE ? 7 : 1), KEPT, SUPERS>(w, t, pair, a, m0, s); break;
