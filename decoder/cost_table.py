@@ -26,7 +26,7 @@ from typing import Any
 import torch
 
 from lookahead_lsp.decoder.policy import CostModel
-from lookahead_lsp.decoder.tile_pairs import pairs_path, settle
+from lookahead_lsp.decoder.tile_pairs import model_kernel, pairs_path, settle
 from lookahead_lsp.decoder.weights.cache import write_json
 
 log = logging.getLogger(__name__)
@@ -42,11 +42,8 @@ NOISE = 0.03  # a wider pass timed this much below a one-token pass is noise, no
 def kernel_library(model: torch.nn.Module) -> Path | None:
     """The native kernel library ``model``'s layers run on (its name carries the level and the build's key), or
     None for a model without it."""
-    for module in model.modules():
-        library = getattr(getattr(module, "kernel", None), "library", None)
-        if isinstance(library, Path):
-            return library
-    return None
+    kernel = model_kernel(model)
+    return kernel.library if kernel is not None else None
 
 
 def kernel_folder() -> Path:
@@ -156,12 +153,9 @@ def measure(model: torch.nn.Module, sizes: tuple[int, ...] = SIZES, rounds: int 
     keeps its fastest): the table of this machine as it is, no other machine's pulled in. Where the fastest
     one-token pass is still slower than a wider one (other work stole the rounds' one-token passes: a wider pass
     does all its work and more), more rounds run, up to :data:`ATTEMPTS` times as many."""
-    from lookahead_lsp.decoder.forward import masked_pass, prefill  # deferred: forward imports this package's policy
-    from lookahead_lsp.decoder.kv import PrefixKV
+    from lookahead_lsp.decoder.forward import masked_pass, timing_cache  # deferred: forward imports the policy
 
-    kv = PrefixKV()
-    vocab = int(getattr(getattr(model, "config", None), "vocab_size", 0) or 256)
-    prefill(model, kv, [(i * 7919) % vocab for i in range(CONTEXT)])  # which ids does not change the time
+    kv = timing_cache(model, CONTEXT)
     warm_each = next(model.parameters()).device.type != "cpu"
     fastest: dict[int, float] = {}
     for _ in range(ATTEMPTS):

@@ -175,6 +175,15 @@ def _prefill(
     return logits
 
 
+def timing_cache(model: torch.nn.Module, tokens: int) -> PrefixKV:
+    """A cache holding ``tokens`` entries of arbitrary ids (which ids does not change a pass's time): what the
+    start-up timings (``decoder/cost_table.py``, ``decoder/tile_pairs.py``) run their passes after."""
+    vocab = int(getattr(getattr(model, "config", None), "vocab_size", 0) or 256)
+    kv = PrefixKV()
+    prefill(model, kv, [(i * 7919) % vocab for i in range(tokens)])
+    return kv
+
+
 def masked_pass(model: torch.nn.Module, kv: PrefixKV, n: int) -> None:
     """One pass of ``n`` tokens after the cache's entries, masked as lookahead steps are (a causal mask given
     explicitly), waited for on the device; the cache is left as it was. What it costs is what is timed."""

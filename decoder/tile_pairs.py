@@ -61,12 +61,9 @@ def choose(time_pass: Callable[[int, bool], float], widths: tuple[int, ...] = WI
 
 def measure(model: torch.nn.Module, kernel: WoqKernel) -> int:
     """:func:`choose` on ``model``'s own passes after a :data:`CONTEXT`-token context."""
-    from lookahead_lsp.decoder.forward import masked_pass, prefill  # deferred: forward imports this package's policy
-    from lookahead_lsp.decoder.kv import PrefixKV
+    from lookahead_lsp.decoder.forward import masked_pass, timing_cache  # deferred: forward imports the policy
 
-    kv = PrefixKV()
-    vocab = int(getattr(getattr(model, "config", None), "vocab_size", 0) or 256)
-    prefill(model, kv, [(i * 7919) % vocab for i in range(CONTEXT)])
+    kv = timing_cache(model, CONTEXT)
 
     def time_pass(n: int, paired: bool) -> float:
         kernel.pair_rows(1 << (n - 1) if paired else 0)

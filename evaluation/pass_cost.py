@@ -123,8 +123,8 @@ def compare(model_spec: str, context_tokens: int, repeats: int, only: tuple[str,
     for spec in specs:
         label = f" [{spec}]" if len(specs) > 1 else ""
         if "daemon" in only:  # GGUF weights where the model has them, its narrow passes as the daemon runs them
-            models[KINDS["daemon"] + label] = load_model(spec, device="cpu").model
-            lines.append(f"{KINDS['daemon'] + label}: {describe(settle_pairs(models[KINDS['daemon'] + label]))}")
+            daemon = models[KINDS["daemon"] + label] = load_model(spec, device="cpu").model
+            lines.append(f"{KINDS['daemon'] + label}: {describe(settle_pairs(daemon))}")
         if "int4" in only:  # the same GGUF weights on ATen's int4 kernel instead of the native one
             models[KINDS["int4"] + label] = load_model(spec, device="cpu", native=False).model
         if "dense" in only:
