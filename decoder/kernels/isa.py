@@ -2,19 +2,17 @@
 
 :data:`LEVELS` names each x86-64 level the kernels are built for, with its compiler flags and the CPU flags it
 needs: ``scalar`` (plain C++), ``avx2`` (AVX2, FMA, F16C: integer dots by maddubs/madd), ``avx2-vnni`` (plus
-AVX-VNNI's 256-bit vpdpbusd: Intel 12th generation and later, AMD Zen 5), ``avx512`` (AVX-512 BW, VL and
-VNNI) and ``avx512-amx`` (plus AMX-INT8 tile products for a prefill's K-quant matrices: Intel Xeon from Sapphire
-Rapids on). :data:`ARM_LEVELS` does the same for ARM64: ``scalar``, ``neon`` (ARMv8.2-A dot products, ``sdot``)
-and ``i8mm`` (plus the int8 matrix multiply ``usmmla``: two rows by two columns an instruction); their CPU
-flags are Linux's ``/proc/cpuinfo`` names, which macOS's ``sysctl hw.optional.arm.FEAT_*`` values are
-translated to (:func:`darwin_flags`). :func:`machine_levels` is the table of a machine's architecture.
-:func:`chosen_level` is the best level this CPU runs, or the one ``$LOOKAHEAD_LSP_NATIVE_ISA`` names
-where the CPU runs it: so one AVX-512 machine measures and tests what an AVX2 laptop runs.
-:func:`pin_libraries` does the same for PyTorch's own kernels (ATen, oneDNN, MKL) and the choice of bfloat16
-prefill: a forced level below the CPU's leaves the whole process as such a CPU would run it. It must run
-before torch is imported (``lookahead_lsp/__init__.py`` calls it), and never overrides a setting the user made.
-No torch import here.
-"""
+AVX-VNNI's 256-bit vpdpbusd: Intel 12th generation and later, AMD Zen 5), ``avx512`` (AVX-512 BW, VL and VNNI) and
+``avx512-amx`` (plus AMX-INT8 tile products for a prefill's K-quant and Q6_K matrices: Intel Xeon from Sapphire
+Rapids on). :data:`ARM_LEVELS` does the same for ARM64: ``scalar``, ``neon`` (ARMv8.2-A dot products, ``sdot``) and
+``i8mm`` (plus the int8 matrix multiply ``usmmla``: two rows by two columns an instruction); their CPU flags are
+Linux's ``/proc/cpuinfo`` names, which macOS's ``sysctl hw.optional.arm.FEAT_*`` values are translated to
+(:func:`darwin_flags`). :func:`machine_levels` is the table of a machine's architecture. :func:`chosen_level` is the
+best level this CPU runs, or the one ``$LOOKAHEAD_LSP_NATIVE_ISA`` names where the CPU runs it: so one AVX-512
+machine measures and tests what an AVX2 laptop runs. :func:`pin_libraries` does the same for PyTorch's own kernels
+(ATen, oneDNN, MKL) and the choice of bfloat16 prefill: a forced level below the CPU's leaves the whole process as
+such a CPU would run it. It must run before torch is imported (``lookahead_lsp/__init__.py`` calls it), and never
+overrides a setting the user made. No torch import here."""
 
 from __future__ import annotations
 

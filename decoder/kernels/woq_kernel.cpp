@@ -15,8 +15,8 @@
 // group (lookahead's wide passes cost little). On AVX-512 a pass wider than a block of rows (a prefill chunk)
 // takes the tiles two by two, one in each half of a 512-bit register (block2): the same arithmetic per lane.
 //
-// On a CPU with AMX-INT8 (the `avx512-amx` level) a prefill chunk's K-quant products go through tile products
-// instead (amx_weight, below): the same integers by another route, so the same bits.
+// On a CPU with AMX-INT8 (the `avx512-amx` level) a prefill chunk's K-quant and Q6_K products go through tile
+// products instead (amx_weight, below): the same integers by another route, so the same bits.
 //
 // On ARM64 a chunk is two 128-bit registers (rows 0-3, rows 4-7): the `neon` level multiplies each with one
 // row's 4 activation bytes by `sdot` (ARMv8.2-A dot products, the bytes picked by lane: no broadcast), the
@@ -1278,20 +1278,27 @@ __attribute__((noinline)) static void super_block2(const Tiled& w, int64_t t, co
 }
 
 #if WOQ_AMX
-// ---- AMX (avx512-amx): a K-quant weight (Q4_K, Q5_K) against a wide pass's rows by tile products. A C tile holds
-// 16 rows of the pass by 16 weight rows (tiles t and t + 1, as super_block2's lanes); an A tile 16 rows' 64
-// activation bytes (AmxRows: laid out tile by tile); a B tile 64 codes of each of the 16 weight
-// rows, four a 32-bit lane: 2 groups' chunks, which chunk2 already lays out so. A super-block's sum
-// I = sum over g of sc[n, g] * dot[g] needs each group's 6-bit scale inside the product: sc = 8 * high + low (3 bits
-// each), and each code times each part is a byte (at most 7 * 31), so two planes of codes, code * high and
-// code * low, decoded once for every row of the pass, give by tdpbsud (signed activations by unsigned bytes)
-// H and L over the whole super-block, and I = 8 * H + L: the same int32 as super_block2's. The mins' sum M
-// (vpdpwssd), the float steps and their order are super_block2's, so the bits are those of every other level.
+// ---- AMX (avx512-amx): a K-quant (Q4_K, Q5_K) or Q6_K weight against a wide pass's rows by tile products. A C
+// tile holds 16 rows of the pass by 16 weight rows (tiles t and t + 1, as super_block2's lanes); an A tile 16
+// rows' 64 activation bytes (AmxRows: laid out tile by tile); a B tile 64 codes of each of the 16 weight rows, four
+// a 32-bit lane: 2 groups' chunks, which chunk2 already lays out so. A super-block's integer sum needs each
+// sub-block's scale inside the product, and a tile product multiplies bytes only, so the codes times the scale's
+// parts (digits small enough that each product is a byte) are decoded once, plane by plane, for every row of the
+// pass, and the planes' products combined by shifts give the same int32 as super_block2's:
+//   K-quant: sc = 8 * high + low (3 bits each; a code times a part at most 7 * 31): planes code * high and
+//     code * low by tdpbsud (signed activations by unsigned bytes), I = 8 * H + L;
+//   Q6_K: sub = 64 * a + 8 * b + c (a in -2..2, b and c in -3..4; a centred code, -32..31, times a digit in
+//     -128..124): three signed planes by tdpbssd, I = 64 * A + 8 * B + C.
+// The mins' sum M (vpdpwssd), the float steps and their order are super_block2's, so the bits are those of every
+// other level.
 static const int AMX_ROWS = 16;  // rows of the pass in a tile
 // the fewest rows of a pass that take the tile products: below, the planes' decoding is not repaid (the 1.5B's
 // 256-column-group products at 16 to 32 rows ran 0.64-1.06x as fast as super_block2's, at 48 rows 1.17-1.45x)
 static const int AMX_MIN_ROWS = 48;
 static const int AMX_PLANE = SUPER * CHUNKS * 64;  // bytes of one plane of a super-block's codes (4 B tiles)
+// planes of a super-block's codes: a K-quant's two (its scales' high and low 3 bits), Q6_K's three (digits)
+template <int LAYOUT>
+static constexpr int amx_planes() { return LAYOUT == SIX_BITS ? 3 : 2; }
 
 struct AmxConfig {  // the tiles' shapes (palette 1): each of the 8 tiles 16 rows of 64 bytes
     uint8_t palette = 1, start_row = 0, reserved[14] = {};
@@ -1347,12 +1354,59 @@ struct AmxRows {
     }
 };
 
-// a super-block of tiles t and t + 1 made ready for every row: the two planes of codes (high, then low: 4 B tiles
-// each), the 16 weight rows' d and -dmin, and their mins in pairs (as super_block2's `pairs`)
+// a super-block of tiles t and t + 1 made ready for every row: its planes of codes (4 B tiles each), the 16 weight
+// rows' d and (a K-quant's) -dmin and mins in pairs (as super_block2's `pairs`)
 struct AmxSuper {
     __m512 d, dmin;
     __m512i mins[SUPER / 2];
 };
+
+// each 32-bit lane's value into both its 16-bit halves (a 16-bit multiplier for the bytes of the lane)
+static inline __m512i both_halves(__m512i v) {
+    return _mm512_or_si512(_mm512_and_si512(v, _mm512_set1_epi32(0xFFFF)), _mm512_slli_epi32(v, 16));
+}
+
+// each signed byte of `codes` times its 32-bit lane's signed digit (in both 16-bit halves), where each product is a
+// byte: the even bytes from one 16-bit product, the odd ones from another of the odd bytes alone
+static inline __m512i signed_bytes_times(__m512i codes, __m512i digit) {
+    const __m512i even = _mm512_mullo_epi16(codes, digit);
+    const __m512i odd = _mm512_mullo_epi16(_mm512_and_si512(codes, _mm512_set1_epi16((short)0xFF00)), digit);
+    return _mm512_mask_blend_epi8(0xAAAAAAAAAAAAAAAAull, even, odd);
+}
+
+// Q6_K's super-block of tiles t and t + 1: three planes, a centred code times digit a, b and c of its sub-block's
+// scale (sub = 64 a + 8 b + c), and the rows' d
+static void amx_decode_six(const Tiled& w, int64_t t, int64_t b0, int64_t b1, uint8_t* planes, AmxSuper* supers) {
+    const int64_t G = w.groups, head = scale_bytes(w.mode);
+    for (int64_t b = b0; b < b1; b++) {
+        const uint8_t* start0 = w.data + (t * G + b * SUPER) * w.block;
+        const uint8_t* start1 = start0 + G * w.block;
+        uint8_t* first = planes + 3 * (b - b0) * AMX_PLANE;
+        for (int j = 0; j < SUPER; j++) {
+            const uint8_t* p0 = start0 + j * w.block;
+            const uint8_t* p1 = start1 + j * w.block;
+            for (int h = 0; h < 2; h++) {  // codes 0..15 (chunks 0..3), then 16..31
+                const __m512i sub = _mm512_cvtepi8_epi32(_mm_unpacklo_epi64(
+                    _mm_loadl_epi64((const __m128i*)(p0 + LANES * h)), _mm_loadl_epi64((const __m128i*)(p1 + LANES * h))));
+                const __m512i a = _mm512_srai_epi32(_mm512_add_epi32(sub, _mm512_set1_epi32(27)), 6);
+                const __m512i rest = _mm512_sub_epi32(sub, _mm512_slli_epi32(a, 6));  // -27 .. 36
+                const __m512i bd = _mm512_srai_epi32(_mm512_add_epi32(rest, _mm512_set1_epi32(3)), 3);
+                const __m512i digits[3] = {both_halves(a), both_halves(bd),
+                                           both_halves(_mm512_sub_epi32(rest, _mm512_slli_epi32(bd, 3)))};
+                for (int k = 4 * h; k < 4 * h + 4; k++) {
+                    const __m512i codes =
+                        _mm512_sub_epi8(six_chunk2(p0 + head, p1 + head, k), _mm512_set1_epi8(SIX_ZERO));
+                    for (int i = 0; i < 3; i++)
+                        _mm512_storeu_si512(first + i * AMX_PLANE + 64 * (j * CHUNKS + k),
+                                            signed_bytes_times(codes, digits[i]));
+                }
+            }
+        }
+        supers[b - b0].d = two(super_scales(start0, w.block, SIX_D_AT), super_scales(start1, w.block, SIX_D_AT));
+    }
+}
+
+// a K-quant's super-block of tiles t and t + 1: two planes (code * high, then code * low), d, -dmin and the mins
 template <int LAYOUT>
 static void amx_decode(const Tiled& w, int64_t t, int64_t b0, int64_t b1, uint8_t* planes, AmxSuper* supers) {
     const int64_t G = w.groups, head = scale_bytes(w.mode);
@@ -1383,15 +1437,18 @@ static void amx_decode(const Tiled& w, int64_t t, int64_t b0, int64_t b1, uint8_
     }
 }
 
-// super-block b's float steps for rows m0 .. m0 + 15 (acc), from its tile products H (sums) and L (sums + 256), as
-// super_block2's
+// super-block b's float steps for rows m0 .. m0 + 15 (acc), from its planes' tile products (plane i's at sums + 256
+// i), as super_block2's
+template <int PLANES>
 static inline void amx_steps(__m512* acc, const int32_t* sums, const AmxSuper& s, const AmxRows& r, int64_t m0,
                              int64_t b, int from, int to) {  // (rows m0 + from .. m0 + to - 1)
     for (int m = from; m < to; m++) {
         const int64_t at = (m0 + m) * r.supers + b;
-        const __m512i total = _mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512(sums + 16 * m), 3),
-                                               _mm512_load_si512(sums + AMX_ROWS * 16 + 16 * m));
+        __m512i total = _mm512_load_si512(sums + 16 * m);
+        for (int i = 1; i < PLANES; i++)
+            total = _mm512_add_epi32(_mm512_slli_epi32(total, 3), _mm512_load_si512(sums + AMX_ROWS * 16 * i + 16 * m));
         acc[m] = f_scaled2(acc[m], total, s.d, r.d[at]);
+        if constexpr (PLANES == 3) continue;  // Q6_K: no mins
         __m512i mins = _mm512_setzero_si512();
         for (int j = 0; j < SUPER / 2; j++)
             mins = _mm512_dpwssd_epi32(mins, s.mins[j], _mm512_set1_epi32(r.pairs[4 * at + j]));
@@ -1400,12 +1457,14 @@ static inline void amx_steps(__m512* acc, const int32_t* sums, const AmxSuper& s
 }
 
 // tiles t and t + 1 against TILES tiles of rows from m0 (the rows below r.rows stored, plus the bias, as
-// store_block2): each super-block's H and L by tile products (two tiles of rows: 4 chains of products, each pair
-// of A and B tiles used twice), stored, and its float steps taken while the next super-block's products run (a
+// store_block2): each super-block's planes' products by tile products (a K-quant's two planes against two tiles of
+// rows: 4 chains of products, each pair of A and B tiles used twice; Q6_K's three against one tile of rows: 3
+// chains, the A tile used thrice), stored, and its float steps taken while the next super-block's products run (a
 // quarter of its rows after each step of products: the vector units work while the tiles multiply)
-template <int TILES>
+template <int TILES, int PLANES>
 static void amx_block(const Tiled& w, int64_t t, const AmxRows& r, int64_t m0, int64_t b0, int64_t b1,
                       const uint8_t* planes, const AmxSuper* supers) {
+    static_assert(TILES * PLANES <= 4 && PLANES >= 2 && PLANES <= 3, "8 tiles: TILES * PLANES C tiles, A and B");
     __m512 acc[TILES][AMX_ROWS];  // from super-block b0 on: what the slices before left in `out`
     for (int i = 0; i < TILES; i++)
         for (int64_t m = 0; m < AMX_ROWS; m++) {
@@ -1413,44 +1472,54 @@ static void amx_block(const Tiled& w, int64_t t, const AmxRows& r, int64_t m0, i
             const bool carried = b0 > 0 && row < r.rows;
             acc[i][m] = carried ? _mm512_loadu_ps(w.out + row * w.out_stride + t * LANES) : _mm512_setzero_ps();
         }
-    alignas(64) int32_t sums[2][TILES][2 * AMX_ROWS * 16];  // by parity of super-block: each tile's H, then L
+    alignas(64) int32_t sums[2][TILES][PLANES * AMX_ROWS * 16];  // by parity of super-block: each tile's planes
     for (int64_t b = b0; b <= b1; b++) {
         const bool steps = b > b0;  // super-block b - 1's float steps (its tile products stored in sums[(b - 1) % 2])
         const AmxSuper& before = supers[steps ? b - 1 - b0 : 0];
         if (b < b1) {
-            const uint8_t* high = planes + 2 * (b - b0) * AMX_PLANE;
+            const uint8_t* plane = planes + PLANES * (b - b0) * AMX_PLANE;
             const int8_t* q = &r.q[r.tile(m0, 4 * b)];
             _tile_zero(4);
             _tile_zero(5);
-            if constexpr (TILES == 2) {
-                _tile_zero(6);
-                _tile_zero(7);
-            }
+            if constexpr (TILES == 2 || PLANES == 3) _tile_zero(6);
+            if constexpr (TILES == 2) _tile_zero(7);
             for (int k = 0; k < 4; k++) {  // 64 bytes a row a step: two groups
-                _tile_loadd(2, high + 1024 * k, 64);
-                _tile_loadd(3, high + AMX_PLANE + 1024 * k, 64);
-                _tile_loadd(0, q + 1024 * k, 64);
-                _tile_dpbsud(4, 0, 2);
-                _tile_dpbsud(5, 0, 3);
-                if constexpr (TILES == 2) {
-                    _tile_loadd(1, q + r.tile(AMX_ROWS, 0) + 1024 * k, 64);
-                    _tile_dpbsud(6, 1, 2);
-                    _tile_dpbsud(7, 1, 3);
+                if constexpr (PLANES == 2) {
+                    _tile_loadd(2, plane + 1024 * k, 64);
+                    _tile_loadd(3, plane + AMX_PLANE + 1024 * k, 64);
+                    _tile_loadd(0, q + 1024 * k, 64);
+                    _tile_dpbsud(4, 0, 2);
+                    _tile_dpbsud(5, 0, 3);
+                    if constexpr (TILES == 2) {
+                        _tile_loadd(1, q + r.tile(AMX_ROWS, 0) + 1024 * k, 64);
+                        _tile_dpbsud(6, 1, 2);
+                        _tile_dpbsud(7, 1, 3);
+                    }
+                } else {
+                    _tile_loadd(0, q + 1024 * k, 64);
+                    _tile_loadd(1, plane + 1024 * k, 64);
+                    _tile_loadd(2, plane + AMX_PLANE + 1024 * k, 64);
+                    _tile_loadd(3, plane + 2 * AMX_PLANE + 1024 * k, 64);
+                    _tile_dpbssd(4, 0, 1);
+                    _tile_dpbssd(5, 0, 2);
+                    _tile_dpbssd(6, 0, 3);
                 }
                 if (steps)
                     for (int i = 0; i < TILES; i++)
-                        amx_steps(acc[i], sums[(b - 1) % 2][i], before, r, m0 + AMX_ROWS * i, b - 1, 4 * k, 4 * k + 4);
+                        amx_steps<PLANES>(acc[i], sums[(b - 1) % 2][i], before, r, m0 + AMX_ROWS * i, b - 1, 4 * k,
+                                          4 * k + 4);
             }
-            int32_t(*into)[2 * AMX_ROWS * 16] = sums[b % 2];
+            int32_t(*into)[PLANES * AMX_ROWS * 16] = sums[b % 2];
             _tile_stored(4, into[0], 64);
             _tile_stored(5, into[0] + AMX_ROWS * 16, 64);
+            if constexpr (PLANES == 3) _tile_stored(6, into[0] + 2 * AMX_ROWS * 16, 64);
             if constexpr (TILES == 2) {
                 _tile_stored(6, into[1], 64);
                 _tile_stored(7, into[1] + AMX_ROWS * 16, 64);
             }
         } else if (steps) {
             for (int i = 0; i < TILES; i++)
-                amx_steps(acc[i], sums[(b - 1) % 2][i], before, r, m0 + AMX_ROWS * i, b - 1, 0, AMX_ROWS);
+                amx_steps<PLANES>(acc[i], sums[(b - 1) % 2][i], before, r, m0 + AMX_ROWS * i, b - 1, 0, AMX_ROWS);
         }
     }
     const bool last = b1 == r.supers;  // out = acc + bias after the last slice, acc so far before it
@@ -1461,9 +1530,10 @@ static void amx_block(const Tiled& w, int64_t t, const AmxRows& r, int64_t m0, i
                              last ? _mm512_add_ps(acc[i][m], bias) : acc[i][m]);
 }
 
-// whether a weight takes the tile products: a K-quant of 4- or 5-bit codes, whole pairs of tiles
+// whether a weight takes the tile products: a K-quant of 4- or 5-bit codes or Q6_K, whole pairs of tiles
 static inline bool amx_takes(const Tiled& w) {
-    return w.mode == K_QUANT && (w.layout == NIBBLES || w.layout == NIBBLES_HIGH_BIT) && w.rows % AMX_ROWS == 0;
+    const bool k_quant = w.mode == K_QUANT && (w.layout == NIBBLES || w.layout == NIBBLES_HIGH_BIT);
+    return (k_quant || w.layout == SIX_BITS) && w.rows % AMX_ROWS == 0;
 }
 
 // inside a parallel region with the tiles configured: the weight's pairs of tiles shared out among the threads
@@ -1473,17 +1543,24 @@ static inline bool amx_takes(const Tiled& w) {
 static const int64_t AMX_SLICE = 8;
 template <int LAYOUT>
 static void amx_weight(const Tiled& w, const AmxRows& r) {
-    Lines<uint8_t> planes(2 * AMX_PLANE * AMX_SLICE);
+    constexpr int PLANES = amx_planes<LAYOUT>();
+    Lines<uint8_t> planes(PLANES * AMX_PLANE * AMX_SLICE);
     std::vector<AmxSuper> supers(AMX_SLICE);
     const int64_t pairs = w.rows / AMX_ROWS;
     for (int64_t b0 = 0; b0 < r.supers; b0 += AMX_SLICE) {
         const int64_t b1 = b0 + AMX_SLICE < r.supers ? b0 + AMX_SLICE : r.supers;
 #pragma omp for schedule(static) nowait
         for (int64_t p = 0; p < pairs; p++) {  // (the same pairs in each slice: static)
-            amx_decode<LAYOUT>(w, 2 * p, b0, b1, planes.data(), supers.data());
-            for (int64_t m0 = 0; m0 < r.rows; m0 += 2 * AMX_ROWS) {
-                if (m0 + AMX_ROWS < r.rows) amx_block<2>(w, 2 * p, r, m0, b0, b1, planes.data(), supers.data());
-                else amx_block<1>(w, 2 * p, r, m0, b0, b1, planes.data(), supers.data());
+            if constexpr (PLANES == 3) amx_decode_six(w, 2 * p, b0, b1, planes.data(), supers.data());
+            else amx_decode<LAYOUT>(w, 2 * p, b0, b1, planes.data(), supers.data());
+            if constexpr (PLANES == 3) {
+                for (int64_t m0 = 0; m0 < r.rows; m0 += AMX_ROWS)
+                    amx_block<1, 3>(w, 2 * p, r, m0, b0, b1, planes.data(), supers.data());
+            } else {
+                for (int64_t m0 = 0; m0 < r.rows; m0 += 2 * AMX_ROWS) {
+                    if (m0 + AMX_ROWS < r.rows) amx_block<2, 2>(w, 2 * p, r, m0, b0, b1, planes.data(), supers.data());
+                    else amx_block<1, 2>(w, 2 * p, r, m0, b0, b1, planes.data(), supers.data());
+                }
             }
         }
     }
@@ -1649,7 +1726,7 @@ int woq_linear(const float* x, int64_t batch, const Job* jobs, int count, float*
     const Activations per_group(x, any_group ? batch : 0, width, threads, false, false);
     const Activations per_super(x, any_super ? batch : 0, width, threads, WOQ_SIMD && six, true);
 #if WOQ_AMX
-    bool tiles = false;  // a K-quant job for the tile products (a pass of whole tiles of rows or more)
+    bool tiles = false;  // a K-quant or Q6_K job for the tile products (a pass of whole tiles of rows or more)
     for (int j = 0; j < count; j++) tiles = tiles || (batch >= AMX_MIN_ROWS && amx_takes(tiled(jobs[j], out, out_cols)));
     tiles = tiles && AMX_PERMITTED;
     AmxRows rows(per_super, tiles);
@@ -1665,6 +1742,7 @@ int woq_linear(const float* x, int64_t batch, const Job* jobs, int count, float*
 #if WOQ_AMX
             if (tiles && amx_takes(w)) {
                 if (w.layout == NIBBLES) amx_weight<NIBBLES>(w, rows);
+                else if (w.layout == SIX_BITS) amx_weight<SIX_BITS>(w, rows);
                 else amx_weight<NIBBLES_HIGH_BIT>(w, rows);
                 continue;
             }

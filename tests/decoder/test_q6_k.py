@@ -25,7 +25,7 @@ from lookahead_lsp.decoder.kernels.woq_native import WoqKernel, built_kernel, re
 from lookahead_lsp.decoder.runtime.woq_layer import WoqLinear
 from lookahead_lsp.decoder.weights.embedded import EMBEDDED, MissingPartError, assemble
 from lookahead_lsp.decoder.weights.gguf_blocks import SixBitGroups, read_blocks
-from tests.decoder.test_woq import assert_narrow_passes_as_alone, random_groups
+from tests.decoder.test_woq import assert_narrow_passes_as_alone, prefill_sized_pass_as_scalar, random_groups
 
 GGUF_BYTES = 210  # a Q6_K block: 256 weights
 
@@ -188,6 +188,17 @@ def test_extreme_codes_and_activations_give_the_scalar_builds_bits_at_every_leve
         assert torch.equal(got, outputs["scalar"]), level
     exact = x.double() @ torch.from_numpy(groups.dequantize()).double().t()  # +-1 quantizes to +-127 exactly
     assert torch.allclose(outputs["scalar"].double(), exact, rtol=1e-6, atol=1e-3)
+
+
+def test_a_prefill_sized_pass_computes_the_scalar_builds_bits_row_by_row(levels: dict[str, WoqKernel]) -> None:
+    """48 weight rows (AMX's three planes of digits of every signed sub-block scale, against tiles of 16 rows; 9
+    super-blocks, more than one slice) against 72 rows of a pass: every level gives the scalar build's bits, with
+    and without a bias, and each row what it gives alone; within float error of a float64 reference."""
+    groups = six_bit(48, 9 * 256, seed=13)
+    state = woq_state(groups)
+    x, bias, got = prefill_sized_pass_as_scalar(levels, state)
+    want = reference_product(x, torch.from_numpy(groups.dequantize()), supers=True) + bias.double()
+    assert (got.double() - want).abs().max() <= 1e-5 * want.abs().max()
 
 
 def test_the_kernel_refuses_a_q6_k_weight_of_partial_super_blocks(kernel: WoqKernel) -> None:

@@ -271,15 +271,12 @@ def test_a_wide_pass_with_rounding_ties_computes_the_scalar_builds_bits_row_by_r
     assert (outputs["scalar"].double() - want).abs().max() <= 1e-2 * want.abs().max()
 
 
-@pytest.mark.parametrize("type_name", ["Q4_K", "Q5_K"])
-def test_a_prefill_sized_k_quant_pass_computes_the_scalar_builds_bits_row_by_row(
-    levels: dict[str, WoqKernel], type_name: str
-) -> None:
-    """A K-quant weight of whole pairs of tiles (48 rows) against 72 rows of a pass (AMX's tiles of 16 rows two by
-    two, the last one alone and partial; 9 super-blocks, more than one slice): every level gives the scalar build's
-    bits, with and without a bias, and each row what it gives alone."""
-    groups = k_quant_groups(48, 9 * 256, seed=13, type_name=type_name)
-    state = woq_state(groups)
+def prefill_sized_pass_as_scalar(
+    levels: dict[str, WoqKernel], state: dict[str, torch.Tensor]
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """A weight of 48 rows and 9 super-blocks (``state``) against 72 rows of a pass: every level gives the scalar
+    build's bits, with and without a bias, and each row what it gives alone. Returns the pass, the bias and the
+    scalar build's output with it."""
     x = torch.randn(72, 9 * 256, generator=torch.Generator().manual_seed(5))
     x[7] *= 1000.0  # a row of outliers: large integer sums
     x[12, 256:512] = 0.0  # a super-block of zeros
@@ -290,6 +287,18 @@ def test_a_prefill_sized_k_quant_pass_computes_the_scalar_builds_bits_row_by_row
             assert torch.equal(outputs[level], outputs["scalar"]), level
             layer = WoqLinear(kernel, state, b)
             assert torch.equal(torch.cat([layer(x[i : i + 1]) for i in range(0, 72, 13)]), outputs["scalar"][::13])
+    return x, bias, outputs["scalar"]
+
+
+@pytest.mark.parametrize("type_name", ["Q4_K", "Q5_K"])
+def test_a_prefill_sized_k_quant_pass_computes_the_scalar_builds_bits_row_by_row(
+    levels: dict[str, WoqKernel], type_name: str
+) -> None:
+    """A K-quant weight of whole pairs of tiles (48 rows) against 72 rows of a pass (AMX's tiles of 16 rows two by
+    two, the last one alone and partial; 9 super-blocks, more than one slice): every level gives the scalar build's
+    bits, with and without a bias, and each row what it gives alone."""
+    groups = k_quant_groups(48, 9 * 256, seed=13, type_name=type_name)
+    x, bias, outputs = prefill_sized_pass_as_scalar(levels, woq_state(groups))
     codes, scale, offset = (torch.from_numpy(a) for a in (groups.codes, groups.scale, groups.offset))
     want = reference_linear(x, codes, scale, offset, supers=True)
-    assert (outputs["scalar"].double() - want - bias.double()).abs().max() <= 1e-5 * want.abs().max()
+    assert (outputs.double() - want - bias.double()).abs().max() <= 1e-5 * want.abs().max()
