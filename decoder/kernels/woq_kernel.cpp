@@ -1374,66 +1374,69 @@ static inline __m512i signed_bytes_times(__m512i codes, __m512i digit) {
     return _mm512_mask_blend_epi8(0xAAAAAAAAAAAAAAAAull, even, odd);
 }
 
-// Q6_K's super-block of tiles t and t + 1: three planes, a centred code times digit a, b and c of its sub-block's
-// scale (sub = 64 a + 8 b + c), and the rows' d
-static void amx_decode_six(const Tiled& w, int64_t t, int64_t b0, int64_t b1, uint8_t* planes, AmxSuper* supers) {
-    const int64_t G = w.groups, head = scale_bytes(w.mode);
-    for (int64_t b = b0; b < b1; b++) {
-        const uint8_t* start0 = w.data + (t * G + b * SUPER) * w.block;
-        const uint8_t* start1 = start0 + G * w.block;
-        uint8_t* first = planes + 3 * (b - b0) * AMX_PLANE;
-        for (int j = 0; j < SUPER; j++) {
-            const uint8_t* p0 = start0 + j * w.block;
-            const uint8_t* p1 = start1 + j * w.block;
-            for (int h = 0; h < 2; h++) {  // codes 0..15 (chunks 0..3), then 16..31
-                const __m512i sub = _mm512_cvtepi8_epi32(_mm_unpacklo_epi64(
-                    _mm_loadl_epi64((const __m128i*)(p0 + LANES * h)), _mm_loadl_epi64((const __m128i*)(p1 + LANES * h))));
-                const __m512i a = _mm512_srai_epi32(_mm512_add_epi32(sub, _mm512_set1_epi32(27)), 6);
-                const __m512i rest = _mm512_sub_epi32(sub, _mm512_slli_epi32(a, 6));  // -27 .. 36
-                const __m512i bd = _mm512_srai_epi32(_mm512_add_epi32(rest, _mm512_set1_epi32(3)), 3);
-                const __m512i digits[3] = {both_halves(a), both_halves(bd),
-                                           both_halves(_mm512_sub_epi32(rest, _mm512_slli_epi32(bd, 3)))};
-                for (int k = 4 * h; k < 4 * h + 4; k++) {
-                    const __m512i codes =
-                        _mm512_sub_epi8(six_chunk2(p0 + head, p1 + head, k), _mm512_set1_epi8(SIX_ZERO));
-                    for (int i = 0; i < 3; i++)
-                        _mm512_storeu_si512(first + i * AMX_PLANE + 64 * (j * CHUNKS + k),
-                                            signed_bytes_times(codes, digits[i]));
-                }
+// Q6_K's super-block (tile-groups from start0 and start1, `block` bytes apart): three planes from `first`, a centred
+// code times digit a, b and c of its sub-block's scale (sub = 64 a + 8 b + c), and the rows' d
+static void six_super_planes(const uint8_t* start0, const uint8_t* start1, int64_t block, int64_t head,
+                             uint8_t* first, AmxSuper& s) {
+    for (int j = 0; j < SUPER; j++) {
+        const uint8_t* p0 = start0 + j * block;
+        const uint8_t* p1 = start1 + j * block;
+        for (int h = 0; h < 2; h++) {  // codes 0..15 (chunks 0..3), then 16..31
+            const __m512i sub = _mm512_cvtepi8_epi32(_mm_unpacklo_epi64(
+                _mm_loadl_epi64((const __m128i*)(p0 + LANES * h)), _mm_loadl_epi64((const __m128i*)(p1 + LANES * h))));
+            const __m512i a = _mm512_srai_epi32(_mm512_add_epi32(sub, _mm512_set1_epi32(27)), 6);
+            const __m512i rest = _mm512_sub_epi32(sub, _mm512_slli_epi32(a, 6));  // -27 .. 36
+            const __m512i bd = _mm512_srai_epi32(_mm512_add_epi32(rest, _mm512_set1_epi32(3)), 3);
+            const __m512i digits[3] = {both_halves(a), both_halves(bd),
+                                       both_halves(_mm512_sub_epi32(rest, _mm512_slli_epi32(bd, 3)))};
+            for (int k = 4 * h; k < 4 * h + 4; k++) {
+                const __m512i codes = _mm512_sub_epi8(six_chunk2(p0 + head, p1 + head, k), _mm512_set1_epi8(SIX_ZERO));
+                for (int i = 0; i < 3; i++)
+                    _mm512_storeu_si512(first + i * AMX_PLANE + 64 * (j * CHUNKS + k),
+                                        signed_bytes_times(codes, digits[i]));
             }
         }
-        supers[b - b0].d = two(super_scales(start0, w.block, SIX_D_AT), super_scales(start1, w.block, SIX_D_AT));
     }
+    s.d = two(super_scales(start0, block, SIX_D_AT), super_scales(start1, block, SIX_D_AT));
 }
 
-// a K-quant's super-block of tiles t and t + 1: two planes (code * high, then code * low), d, -dmin and the mins
+// a K-quant's super-block (as six_super_planes): two planes (code * high, then code * low), d, -dmin and the mins
+template <int LAYOUT>
+static void k_super_planes(const uint8_t* start0, const uint8_t* start1, int64_t block, int64_t head,
+                           uint8_t* high, AmxSuper& s) {
+    I8 min[2][SUPER];
+    for (int j = 0; j < SUPER; j++) {
+        I8 low0, low1;
+        k_ints(start0 + j * block, &low0, &min[0][j]);
+        k_ints(start1 + j * block, &low1, &min[1][j]);
+        const __m512i scale = two(low0, low1);
+        const __m512i top = both_halves(_mm512_srli_epi32(scale, 3));
+        const __m512i bottom = both_halves(_mm512_and_si512(scale, _mm512_set1_epi32(7)));
+        for (int k = 0; k < CHUNKS; k++) {  // a byte times 7 at most stays in its byte of the 16-bit product
+            const __m512i codes = chunk2<LAYOUT>(start0 + j * block + head, start1 + j * block + head, k);
+            _mm512_storeu_si512(high + 64 * (j * CHUNKS + k), _mm512_mullo_epi16(codes, top));
+            _mm512_storeu_si512(high + AMX_PLANE + 64 * (j * CHUNKS + k), _mm512_mullo_epi16(codes, bottom));
+        }
+    }
+    s.d = two(super_scales(start0, block, K_D_AT), super_scales(start1, block, K_D_AT));
+    s.dmin = two(super_scales(start0, block, K_MIN_AT), super_scales(start1, block, K_MIN_AT));
+    for (int j = 0; j < SUPER; j += 2)
+        s.mins[j / 2] = two(i_pairs(min[0][j], min[0][j + 1]), i_pairs(min[1][j], min[1][j + 1]));
+}
+
+// super-blocks b0 .. b1 - 1 of tiles t and t + 1 made ready for every row: their planes one after the other, and
+// each one's AmxSuper
 template <int LAYOUT>
 static void amx_decode(const Tiled& w, int64_t t, int64_t b0, int64_t b1, uint8_t* planes, AmxSuper* supers) {
+    constexpr int PLANES = amx_planes<LAYOUT>();
     const int64_t G = w.groups, head = scale_bytes(w.mode);
     for (int64_t b = b0; b < b1; b++) {
         const uint8_t* start0 = w.data + (t * G + b * SUPER) * w.block;
-        const uint8_t* start1 = start0 + G * w.block;
-        uint8_t* high = planes + 2 * (b - b0) * AMX_PLANE;
-        I8 min[2][SUPER];
-        for (int j = 0; j < SUPER; j++) {
-            I8 low0, low1;
-            k_ints(start0 + j * w.block, &low0, &min[0][j]);
-            k_ints(start1 + j * w.block, &low1, &min[1][j]);
-            const __m512i scale = two(low0, low1);  // each 32-bit lane's scale into both its 16-bit halves
-            __m512i top = _mm512_srli_epi32(scale, 3), bottom = _mm512_and_si512(scale, _mm512_set1_epi32(7));
-            top = _mm512_or_si512(top, _mm512_slli_epi32(top, 16));
-            bottom = _mm512_or_si512(bottom, _mm512_slli_epi32(bottom, 16));
-            for (int k = 0; k < CHUNKS; k++) {  // a byte times 7 at most stays in its byte of the 16-bit product
-                const __m512i codes = chunk2<LAYOUT>(start0 + j * w.block + head, start1 + j * w.block + head, k);
-                _mm512_storeu_si512(high + 64 * (j * CHUNKS + k), _mm512_mullo_epi16(codes, top));
-                _mm512_storeu_si512(high + AMX_PLANE + 64 * (j * CHUNKS + k), _mm512_mullo_epi16(codes, bottom));
-            }
-        }
-        AmxSuper& s = supers[b - b0];
-        s.d = two(super_scales(start0, w.block, K_D_AT), super_scales(start1, w.block, K_D_AT));
-        s.dmin = two(super_scales(start0, w.block, K_MIN_AT), super_scales(start1, w.block, K_MIN_AT));
-        for (int j = 0; j < SUPER; j += 2)
-            s.mins[j / 2] = two(i_pairs(min[0][j], min[0][j + 1]), i_pairs(min[1][j], min[1][j + 1]));
+        uint8_t* first = planes + PLANES * (b - b0) * AMX_PLANE;
+        if constexpr (LAYOUT == SIX_BITS)
+            six_super_planes(start0, start0 + G * w.block, w.block, head, first, supers[b - b0]);
+        else
+            k_super_planes<LAYOUT>(start0, start0 + G * w.block, w.block, head, first, supers[b - b0]);
     }
 }
 
@@ -1551,8 +1554,7 @@ static void amx_weight(const Tiled& w, const AmxRows& r) {
         const int64_t b1 = b0 + AMX_SLICE < r.supers ? b0 + AMX_SLICE : r.supers;
 #pragma omp for schedule(static) nowait
         for (int64_t p = 0; p < pairs; p++) {  // (the same pairs in each slice: static)
-            if constexpr (PLANES == 3) amx_decode_six(w, 2 * p, b0, b1, planes.data(), supers.data());
-            else amx_decode<LAYOUT>(w, 2 * p, b0, b1, planes.data(), supers.data());
+            amx_decode<LAYOUT>(w, 2 * p, b0, b1, planes.data(), supers.data());
             if constexpr (PLANES == 3) {
                 for (int64_t m0 = 0; m0 < r.rows; m0 += AMX_ROWS)
                     amx_block<1, 3>(w, 2 * p, r, m0, b0, b1, planes.data(), supers.data());
