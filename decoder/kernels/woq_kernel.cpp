@@ -1287,8 +1287,8 @@ __attribute__((noinline)) static void super_block2(const Tiled& w, int64_t t, co
 // pass, and the planes' products combined by shifts give the same int32 as super_block2's:
 //   K-quant: sc = 8 * high + low (3 bits each; a code times a part at most 7 * 31): planes code * high and
 //     code * low by tdpbsud (signed activations by unsigned bytes), I = 8 * H + L;
-//   Q6_K: sub = 64 * a + 8 * b + c (a in -2..2, b and c in -3..4; a centred code, -32..31, times a digit in
-//     -128..124): three signed planes by tdpbssd, I = 64 * A + 8 * B + C.
+//   Q6_K: sub = 64 * a + 8 * b + c (a in -2..2, b and c in -3..4; a centred code, -32..31, times a digit is a
+//     signed byte, -128..124): three signed planes by tdpbssd, I = 64 * A + 8 * B + C.
 // The mins' sum M (vpdpwssd), the float steps and their order are super_block2's, so the bits are those of every
 // other level.
 static const int AMX_ROWS = 16;  // rows of the pass in a tile
