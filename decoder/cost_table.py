@@ -34,7 +34,6 @@ log = logging.getLogger(__name__)
 VERSION = 1  # of the file's layout and of how it is measured: a new one measures again
 SIZES = (1, 2, 3, 4, 5, 6, 8, 12, 16)  # tokens per timed pass
 ROUNDS = 3  # interleaved rounds; each size keeps its fastest
-CONTEXT = 128  # tokens in the cache before the timed passes (real prompts hold hundreds: live passes correct it)
 ATTEMPTS = 3  # at most this many times ROUNDS where the timing is implausible (measure)
 NOISE = 0.03  # a wider pass timed this much below a one-token pass is noise, not implausible
 
@@ -149,13 +148,13 @@ def save(path: Path, cost: CostModel) -> None:
 
 
 def measure(model: torch.nn.Module, sizes: tuple[int, ...] = SIZES, rounds: int = ROUNDS) -> CostModel:
-    """Time passes of each size after a :data:`CONTEXT`-token context, ``rounds`` interleaved rounds (each size
-    keeps its fastest): the table of this machine as it is, no other machine's pulled in. Where the fastest
-    one-token pass is still slower than a wider one (other work stole the rounds' one-token passes: a wider pass
-    does all its work and more), more rounds run, up to :data:`ATTEMPTS` times as many."""
+    """Time passes of each size after :func:`decoder.forward.timing_cache`'s context, ``rounds`` interleaved
+    rounds (each size keeps its fastest): the table of this machine as it is, no other machine's pulled in. Where
+    the fastest one-token pass is still slower than a wider one (other work stole the rounds' one-token passes: a
+    wider pass does all its work and more), more rounds run, up to :data:`ATTEMPTS` times as many."""
     from lookahead_lsp.decoder.forward import masked_pass, timing_cache  # deferred: forward imports the policy
 
-    kv = timing_cache(model, CONTEXT)
+    kv = timing_cache(model)
     warm_each = next(model.parameters()).device.type != "cpu"
     fastest: dict[int, float] = {}
     for _ in range(ATTEMPTS):

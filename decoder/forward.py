@@ -21,6 +21,7 @@ from lookahead_lsp.decoder.runtime.row_attention import plan_keys, plan_rows
 from lookahead_lsp.decoder.types import CancelToken
 
 PREFILL_CHUNK = 256  # tokens per prefill pass (a cancel stops a pass between layers: it need not be small)
+TIMING_CONTEXT = 128  # entries before the start-up timings' passes (real prompts hold hundreds: live passes correct it)
 
 
 class Preempted(Exception):
@@ -175,7 +176,7 @@ def _prefill(
     return logits
 
 
-def timing_cache(model: torch.nn.Module, tokens: int) -> PrefixKV:
+def timing_cache(model: torch.nn.Module, tokens: int = TIMING_CONTEXT) -> PrefixKV:
     """A cache holding ``tokens`` entries of arbitrary ids (which ids does not change a pass's time): what the
     start-up timings (``decoder/cost_table.py``, ``decoder/tile_pairs.py``) run their passes after."""
     vocab = int(getattr(getattr(model, "config", None), "vocab_size", 0) or 256)

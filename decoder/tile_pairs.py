@@ -34,7 +34,6 @@ VERSION = 1  # of the file's layout and of how the choice is timed
 WIDTHS = (1, 2, 3, 4)  # tokens per pass the choice is made for (the kernel's mask: bit n - 1)
 ROUNDS = 3  # interleaved rounds; each way of each width keeps its fastest
 MARGIN = 0.03  # the two-tile loop is kept where its fastest pass is at least this much faster: closer is noise
-CONTEXT = 128  # tokens in the cache before the timed passes (as the pass-cost table's)
 
 
 def model_kernel(model: torch.nn.Module) -> WoqKernel | None:
@@ -60,10 +59,11 @@ def choose(time_pass: Callable[[int, bool], float], widths: tuple[int, ...] = WI
 
 
 def measure(model: torch.nn.Module, kernel: WoqKernel) -> int:
-    """:func:`choose` on ``model``'s own passes after a :data:`CONTEXT`-token context."""
+    """:func:`choose` on ``model``'s own passes after :func:`decoder.forward.timing_cache`'s context (as the
+    pass-cost table's)."""
     from lookahead_lsp.decoder.forward import masked_pass, timing_cache  # deferred: forward imports the policy
 
-    kv = timing_cache(model, CONTEXT)
+    kv = timing_cache(model)
 
     def time_pass(n: int, paired: bool) -> float:
         kernel.pair_rows(1 << (n - 1) if paired else 0)

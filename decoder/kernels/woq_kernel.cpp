@@ -1088,6 +1088,13 @@ static inline __m512i six_chunk2(const uint8_t* c0, const uint8_t* c1, int k) {
     return _mm512_or_si512(chunk2<NIBBLES>(c0, c1, k), _mm512_and_si512(high, _mm512_set1_epi8(0x30)));
 }
 
+// half h's signed sub-block scales of two Q6_K tile-groups (heads p0, p1): each weight row's in an int32 lane, as
+// two() lays out the tiles
+static inline __m512i six_subs2(const uint8_t* p0, const uint8_t* p1, int h) {
+    return _mm512_cvtepi8_epi32(_mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i*)(p0 + LANES * h)),
+                                                   _mm_loadl_epi64((const __m128i*)(p1 + LANES * h))));
+}
+
 static inline __m512i dot16(__m512i acc, __m512i codes, const int8_t* q) {
     int32_t v;
     memcpy(&v, q, 4);
@@ -1132,9 +1139,7 @@ static inline void six_half2(const uint8_t* p0, const uint8_t* p1, const uint8_t
             in_register(sums[m]);
         }
     }
-    const __m128i subs = _mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i*)(p0 + LANES * H)),
-                                            _mm_loadl_epi64((const __m128i*)(p1 + LANES * H)));
-    const __m512i scale = _mm512_cvtepi8_epi32(subs);
+    const __m512i scale = six_subs2(p0, p1, H);
     for (int m = 0; m < MT; m++) {
         const __m512i scaled = _mm512_mullo_epi32(sums[m], scale);
         dot[m] = H ? _mm512_add_epi32(dot[m], scaled) : scaled;
@@ -1382,8 +1387,7 @@ static void six_super_planes(const uint8_t* start0, const uint8_t* start1, int64
         const uint8_t* p0 = start0 + j * block;
         const uint8_t* p1 = start1 + j * block;
         for (int h = 0; h < 2; h++) {  // codes 0..15 (chunks 0..3), then 16..31
-            const __m512i sub = _mm512_cvtepi8_epi32(_mm_unpacklo_epi64(
-                _mm_loadl_epi64((const __m128i*)(p0 + LANES * h)), _mm_loadl_epi64((const __m128i*)(p1 + LANES * h))));
+            const __m512i sub = six_subs2(p0, p1, h);
             const __m512i a = _mm512_srai_epi32(_mm512_add_epi32(sub, _mm512_set1_epi32(27)), 6);
             const __m512i rest = _mm512_sub_epi32(sub, _mm512_slli_epi32(a, 6));  // -27 .. 36
             const __m512i bd = _mm512_srai_epi32(_mm512_add_epi32(rest, _mm512_set1_epi32(3)), 3);
