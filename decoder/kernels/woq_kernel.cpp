@@ -852,8 +852,10 @@ static inline void group_dots(const uint8_t* c, const int8_t* q, const int32_t*,
 
 // chunks k0 .. k0 + count - 1 of unsigned codes below 2^LOG against each row, summed in 16 bits (a pair is at
 // most 2 * 31 * 127; four chunks' pairs of 5-bit codes, or eight of 4-bit codes, stay below 2^15), then to 32
+// bits by madd with `times` (each lane's two 16-bit sums times its two 16-bit factors: ones for the dot itself)
 template <int LAYOUT, int MT>
-static inline void small_dots(const uint8_t* c, const int8_t* q, int k0, int count, __m256i* dot, bool add) {
+static inline void small_dots(const uint8_t* c, const int8_t* q, int k0, int count, __m256i* dot, bool add,
+                              __m256i times = _mm256_set1_epi16(1)) {
     __m256i sums[MT];
     for (int m = 0; m < MT; m++) sums[m] = _mm256_setzero_si256();
 #pragma GCC unroll 8
@@ -864,11 +866,22 @@ static inline void small_dots(const uint8_t* c, const int8_t* q, int k0, int cou
             in_register(sums[m]);
         }
     }
-    const __m256i ones = _mm256_set1_epi16(1);
     for (int m = 0; m < MT; m++) {
-        const __m256i wide = _mm256_madd_epi16(sums[m], ones);
+        const __m256i wide = _mm256_madd_epi16(sums[m], times);
         dot[m] = add ? _mm256_add_epi32(dot[m], wide) : wide;
     }
+}
+
+// total + each row's exact integer dot of a K-quant tile-group times the weight rows' 6-bit sub-block scales
+// (`scale`: one an int32 lane), as group_dots and i_mul_add: the 16-bit sums' madd takes each lane's scale twice
+// in place of ones (a sum below 2^15 times a scale below 2^6: the same integer), so no 32-bit multiply
+template <int LAYOUT, int MT>
+static inline void add_scaled_dots(const uint8_t* c, const int8_t* q, const int32_t*, I8 scale, I8* total) {
+    const __m256i twice = _mm256_or_si256(scale, _mm256_slli_epi32(scale, 16));
+    __m256i dot[MT];
+    small_dots<LAYOUT, MT>(c, q, 0, LAYOUT == NIBBLES ? 8 : 4, dot, false, twice);
+    if (LAYOUT == NIBBLES_HIGH_BIT) small_dots<LAYOUT, MT>(c, q, 4, 4, dot, true, twice);
+    for (int m = 0; m < MT; m++) total[m] = _mm256_add_epi32(total[m], dot[m]);
 }
 
 // each row's exact integer dots of the tile-group's codes with its 32 activations (as group_dot); row m's at
@@ -923,6 +936,16 @@ static inline void six_dots(const uint8_t* p, const uint8_t* c, const int8_t* q,
             dot[m].v[j] = total;
         }
     }
+}
+#endif
+
+#if WOQ_VNNI || WOQ_NEON || !WOQ_SIMD
+// total + each row's exact integer dot of a K-quant tile-group times the weight rows' sub-block scales
+template <int LAYOUT, int MT>
+static inline void add_scaled_dots(const uint8_t* c, const int8_t* q, const int32_t* qsum, I8 scale, I8* total) {
+    I8 dot[MT];
+    group_dots<LAYOUT, MT>(c, q, qsum, dot);
+    for (int m = 0; m < MT; m++) total[m] = i_mul_add(total[m], dot[m], scale);
 }
 #endif
 
@@ -1017,13 +1040,12 @@ __attribute__((noinline)) static void super_block(const Tiled& w, int64_t t, con
                 six_dots<MT>(p, p + head, &a.q[at * GROUP], WOQ_SIMD ? a.six.data() + 2 * at : nullptr, dot);
                 for (int m = 0; m < MT; m++) total[m] = i_add(total[m], dot[m]);
             } else {
-                group_dots<LAYOUT, MT>(p + head, &a.q[at * GROUP], &a.qsum[at], dot);
                 I8 scale;
                 if constexpr (KEPT)
                     scale = kept[b].scale[j];
                 else
                     k_ints(p, &scale, &decoded[j]);
-                for (int m = 0; m < MT; m++) total[m] = i_mul_add(total[m], dot[m], scale);
+                add_scaled_dots<LAYOUT, MT>(p + head, &a.q[at * GROUP], &a.qsum[at], scale, total);
             }
         }
         const int64_t at = first + b * SUPER * step;  // the super-block's activation scale: each group's d
