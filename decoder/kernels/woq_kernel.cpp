@@ -873,7 +873,7 @@ static inline void small_dots(const uint8_t* c, const int8_t* q, int k0, int cou
 }
 
 // total + each row's exact integer dot of a K-quant tile-group times the weight rows' 6-bit sub-block scales
-// (`scale`: one an int32 lane), as group_dots and i_mul_add: the 16-bit sums' madd takes each lane's scale twice
+// (`scale`: one in each int32 lane), as group_dots and i_mul_add: the 16-bit sums' madd takes each lane's scale twice
 // in place of ones (a sum below 2^15 times a scale below 2^6: the same integer), so no 32-bit multiply
 template <int LAYOUT, int MT>
 static inline void add_scaled_dots(const uint8_t* c, const int8_t* q, const int32_t*, I8 scale, I8* total) {
