@@ -896,24 +896,6 @@ static inline void group_dots(const uint8_t* c, const int8_t* q, const int32_t* 
     }
 }
 
-// total + each row's exact integer dot of a K-quant tile-group times the weight rows' 6-bit sub-block scales
-// (`scale`: one in each int32 lane), as group_dots and i_mul_add: the 16-bit sums' madd takes each lane's scale twice
-// in place of ones (a sum below 2^15 times a scale below 2^6: the same integer), so no 32-bit multiply
-// (byte codes, a K-quant requantized to 8 bits: group_dots' sign transfer, then vpmulld)
-template <int LAYOUT, int MT>
-static inline void add_scaled_dots(const uint8_t* c, const int8_t* q, const int32_t* qsum, I8 scale, I8* total) {
-    __m256i dot[MT];
-    if constexpr (LAYOUT == BYTES) {
-        group_dots<LAYOUT, MT>(c, q, qsum, dot);
-        for (int m = 0; m < MT; m++) total[m] = i_mul_add(total[m], dot[m], scale);
-        return;
-    }
-    const __m256i twice = _mm256_or_si256(scale, _mm256_slli_epi32(scale, 16));
-    small_dots<LAYOUT, MT>(c, q, 0, LAYOUT == NIBBLES ? 8 : 4, dot, false, twice);
-    if (LAYOUT == NIBBLES_HIGH_BIT) small_dots<LAYOUT, MT>(c, q, 4, 4, dot, true, twice);
-    for (int m = 0; m < MT; m++) total[m] = _mm256_add_epi32(total[m], dot[m]);
-}
-
 #elif !WOQ_NEON
 // each row's exact integer dots of the tile-group's codes: decoded once, then one group_dot per row
 template <int LAYOUT, int MT>
@@ -945,15 +927,24 @@ static inline void six_dots(const uint8_t* p, const uint8_t* c, const int8_t* q,
 }
 #endif
 
-#if WOQ_VNNI || WOQ_NEON || !WOQ_SIMD
-// total + each row's exact integer dot of a K-quant tile-group times the weight rows' sub-block scales
+// total + each row's exact integer dot of a K-quant tile-group times the weight rows' sub-block scales (`scale`:
+// one in each int32 lane). At AVX2 without VNNI, 4- and 5-bit codes: the 16-bit sums' madd takes each lane's 6-bit
+// scale twice in place of ones (a sum below 2^15 times a scale below 2^6: the same integer), so no 32-bit multiply
 template <int LAYOUT, int MT>
 static inline void add_scaled_dots(const uint8_t* c, const int8_t* q, const int32_t* qsum, I8 scale, I8* total) {
     I8 dot[MT];
+#if WOQ_SIMD && !WOQ_VNNI
+    if constexpr (LAYOUT != BYTES) {
+        const __m256i twice = _mm256_or_si256(scale, _mm256_slli_epi32(scale, 16));
+        small_dots<LAYOUT, MT>(c, q, 0, LAYOUT == NIBBLES ? 8 : 4, dot, false, twice);
+        if (LAYOUT == NIBBLES_HIGH_BIT) small_dots<LAYOUT, MT>(c, q, 4, 4, dot, true, twice);
+        for (int m = 0; m < MT; m++) total[m] = _mm256_add_epi32(total[m], dot[m]);
+        return;
+    }
+#endif
     group_dots<LAYOUT, MT>(c, q, qsum, dot);
     for (int m = 0; m < MT; m++) total[m] = i_mul_add(total[m], dot[m], scale);
 }
-#endif
 
 // every group's scales and offsets of tile t (a per-group scale mode), as block decodes them: s and o of group g at
 // 2g, 2g + 1
