@@ -7,7 +7,9 @@ it: a few hundred tokens, seconds on a 2-core CPU, in the middle of typing. Here
 snippets and the prefix's first line of its last prompt (:class:`Anchor`). A keystroke's prompt reuses them
 (the prefix start moves only when it no longer fits, then ahead of need: ``context/prompt.py``); a prompt built
 in idle time (``settled``: the daemon's background prefill) ranks the snippets again and moves a nearly full
-prefix's start, so that the re-prefill those changes cost falls between keystrokes.
+prefix's start, so that the re-prefill those changes cost falls between keystrokes. Such a prompt
+(:meth:`PromptAnchors.moves`) becomes the anchor only once its prefill is whole (``lsp_server/pipeline.py``:
+:func:`warm`): a keystroke that stops the prefill half-way keeps the old head, which its cache still holds.
 """
 
 from __future__ import annotations
@@ -71,7 +73,22 @@ class PromptAnchors:
             while len(self._anchors) > self._max:
                 self._anchors.popitem(last=False)
 
+    def moves(self, request: PromptInput, built: BuiltPrompt) -> bool:
+        """Whether ``built`` (the prompt of ``request``) starts otherwise than its document's anchor: other
+        snippets (by place and text: a score alone does not change the prompt) or another prefix line. A
+        document with no anchor has nothing to move."""
+        with self._lock:
+            anchor = self._anchors.get(request.path)
+        if anchor is None:
+            return False
+        return built.prefix_line != anchor.prefix_line or _places(request.snippets) != _places(anchor.snippets)
+
     def forget(self, path: str) -> None:
         """Drop a document's anchor (closed: its next prompt starts afresh)."""
         with self._lock:
             self._anchors.pop(path, None)
+
+
+def _places(snippets: Sequence[Snippet]) -> list[tuple[str, int, str]]:
+    """What of each snippet reaches a prompt: its path, first line and text."""
+    return [(snippet.path, snippet.start_line, snippet.text) for snippet in snippets]

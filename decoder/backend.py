@@ -42,7 +42,12 @@ class Backend(Decoder, Protocol):
     ) -> int | None:
         """Prefill ``prompt_ids`` into the cache of ``slot`` (a request's :attr:`DecodeRequest.slot`) in idle
         time: the tokens prefilled, or None where there is no cache of ours to warm (a remote engine keeps its
-        own)."""
+        own). Stopped half-way, it leaves what the slot's cache held (``decoder/slots.py``: the spare)."""
+        ...
+
+    def holds(self, prompt_ids: Sequence[int], slot: Hashable | None = None) -> bool:
+        """Whether ``slot``'s cache holds the prompt, all but its last token at least (True where the cache is
+        not ours to know: a remote engine)."""
         ...
 
     def describe(self) -> dict[str, Any] | None:
@@ -59,6 +64,8 @@ class LocalDecoder(Decoder, Protocol):
         self, prompt_ids: Sequence[int], cancel: CancelToken | None = None, slot: Hashable | None = None
     ) -> int: ...
 
+    def holds(self, prompt_ids: Sequence[int], slot: Hashable | None = None) -> bool: ...
+
     def reset(self) -> None: ...
 
 
@@ -74,6 +81,9 @@ class LocalBackend:
 
     def warm(self, prompt_ids: Sequence[int], cancel: CancelToken | None = None, slot: Hashable | None = None) -> int:
         return self.decoder.warm(prompt_ids, cancel, slot)
+
+    def holds(self, prompt_ids: Sequence[int], slot: Hashable | None = None) -> bool:
+        return self.decoder.holds(prompt_ids, slot)
 
     def reset(self) -> None:
         """Forget the KV caches: the next prompt is prefilled whole (the benchmarks' cold runs)."""

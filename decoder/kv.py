@@ -204,6 +204,18 @@ class PrefixKV:
         if self.prompt_logits is not None and self.prompt_logits[0] > length:
             self.prompt_logits = None
 
+    def copy_prefix(self, source: PrefixKV, length: int) -> None:
+        """Hold a copy of ``source``'s first ``length`` entries and ids, in place of what this cache held."""
+        self.reset()
+        entries = [(layer.keys, layer.values) for layer in source._layers()]
+        if length <= 0 or not entries or any(k is None or v is None or k.dim() != 4 for k, v in entries):
+            return  # nothing held to copy: this cache stays empty
+        with torch.inference_mode():  # the entries are inference tensors (written by forward passes)
+            for index, (keys, values) in enumerate(entries):
+                assert keys is not None and values is not None
+                self.cache.update(keys[..., :length, :], values[..., :length, :], index)
+        self.ids = list(source.ids[:length])
+
     def _layers(self) -> list[DynamicLayer]:
         return [cast(DynamicLayer, layer) for layer in self.cache.layers]  # GrowingLayers (DynamicLayers)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Hashable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 import torch
@@ -29,10 +29,10 @@ from lookahead_lsp.decoder.policy import (
     select,
 )
 from lookahead_lsp.decoder.runtime.packed_model import is_packed
-from lookahead_lsp.decoder.slots import DEFAULT_SLOTS, KVSlots
-from lookahead_lsp.decoder.steps import Generation, argmax, drive, pick, plain_step, warm
+from lookahead_lsp.decoder.slots import DEFAULT_SLOTS
+from lookahead_lsp.decoder.steps import Generation, SlotDecoder, argmax, drive, pick, plain_step
 from lookahead_lsp.decoder.tree import TokenTree, build_tree, verify
-from lookahead_lsp.decoder.types import CancelToken, DecodeRequest, DecodeResult
+from lookahead_lsp.decoder.types import DecodeRequest, DecodeResult
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +64,7 @@ class LookaheadConfig:
         return max(self.draft_len, self.ngram - 1)
 
 
-class LookaheadDecoder:
+class LookaheadDecoder(SlotDecoder):
     """Lookahead decoding over a transformers causal LM; keeps its KV prefix and acceptance estimates."""
 
     def __init__(
@@ -74,7 +74,7 @@ class LookaheadDecoder:
         cost: CostModel | None = None,
         slots: int = DEFAULT_SLOTS,
     ):
-        self.model = model
+        super().__init__(model, slots)
         device = next(model.parameters()).device
         self.cost = cost or CostModel.for_device(device.type, is_packed(model))
         self.config = config or LookaheadConfig()
@@ -83,23 +83,9 @@ class LookaheadDecoder:
         if self.config.jacobi is None:
             self.config = replace(self.config, jacobi=default_jacobi(self.cost, self.config.ngram))
         self.acceptance = AcceptanceModel()
-        self.slots = KVSlots(slots)  # one cache per document (decoder.slots)
-
-    @property
-    def kv(self) -> PrefixKV:
-        """The cache used last."""
-        return self.slots.latest
-
-    def warm(self, prompt_ids: Sequence[int], cancel: CancelToken | None = None, slot: Hashable | None = None) -> int:
-        """Prefill a prompt's KV entries in idle time (see :func:`decoder.steps.warm`)."""
-        return warm(self.model, self.slots.get(slot), prompt_ids, cancel)
-
-    def reset(self) -> None:
-        """Forget every cached prefix: the next call prefills its whole prompt."""
-        self.slots.reset()
 
     def generate(self, request: DecodeRequest) -> DecodeResult:
-        kv = self.slots.get(request.slot)
+        kv = self.slots.for_prompt(request.slot, request.prompt_ids)
         return drive(self.model, kv, request, lambda gen: _Run(self, request, gen, kv))
 
 

@@ -309,6 +309,10 @@ class RemoteEngine:
     def warm(self, prompt_ids: Sequence[int], cancel: CancelToken | None = None, slot: Hashable | None = None) -> None:
         """Nothing to prefill here: the engine keeps its own cache."""
 
+    def holds(self, prompt_ids: Sequence[int], slot: Hashable | None = None) -> bool:
+        """The engine's cache is its own to know: as far as the daemon can tell, it holds any prompt."""
+        return True
+
     def describe(self) -> dict[str, Any]:
         """The engine's settings and state for ``lookahead.stats``."""
         return {

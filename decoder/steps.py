@@ -7,13 +7,14 @@ the constraint behave identically in both.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import Protocol
 
 import torch
 
 from lookahead_lsp.decoder.forward import Preempted, forward, preemptible, prefill
-from lookahead_lsp.decoder.kv import PrefixKV
+from lookahead_lsp.decoder.kv import PrefixKV, common_prefix_len
+from lookahead_lsp.decoder.slots import KVSlots
 from lookahead_lsp.decoder.types import CancelToken, DecodeRequest, DecodeResult, DecodeStats, FinishReason
 
 
@@ -168,3 +169,56 @@ def warm(model: torch.nn.Module, kv: PrefixKV, prompt_ids: Sequence[int], cancel
     before = len(kv)
     prefill(model, kv, prompt[reused:-1], cancel)
     return len(kv) - before
+
+
+def warm_slot(
+    model: torch.nn.Module,
+    slots: KVSlots,
+    key: Hashable | None,
+    prompt_ids: Sequence[int],
+    cancel: CancelToken | None = None,
+) -> int:
+    """:func:`warm` into ``key``'s cache; returns tokens newly prefilled.
+
+    A prompt that extends what the cache holds, or that it holds already, is warmed in place. One that departs
+    from it is prefilled into the key's spare (:mod:`decoder.slots`), from the longest prefix either cache shares
+    with it (the key's copied in), and the spare takes the key's place once it holds the whole prompt: a cancel
+    half-way leaves the key's cache as it was, and the next request continues whichever shares more."""
+    held = slots.get(key)
+    prompt = list(prompt_ids)
+    shared = common_prefix_len(held.ids, prompt)
+    if shared >= min(len(held), len(prompt) - 1):
+        return warm(model, held, prompt, cancel)
+    spare = slots.spare(key)
+    if common_prefix_len(spare.ids, prompt) < shared:
+        spare.copy_prefix(held, shared)
+    done = warm(model, spare, prompt, cancel)
+    if common_prefix_len(spare.ids, prompt) >= len(prompt) - 1:
+        slots.promote(key)
+    return done
+
+
+class SlotDecoder:
+    """What greedy and lookahead decoding share around their KV caches: one per document (:mod:`decoder.slots`),
+    warmed in idle time, asked whether one holds a prompt, forgotten."""
+
+    def __init__(self, model: torch.nn.Module, slots: int) -> None:
+        self.model = model
+        self.slots = KVSlots(slots)
+
+    @property
+    def kv(self) -> PrefixKV:
+        """The cache used last."""
+        return self.slots.latest
+
+    def warm(self, prompt_ids: Sequence[int], cancel: CancelToken | None = None, slot: Hashable | None = None) -> int:
+        """Prefill a prompt's KV entries in idle time (see :func:`warm_slot`)."""
+        return warm_slot(self.model, self.slots, slot, prompt_ids, cancel)
+
+    def holds(self, prompt_ids: Sequence[int], slot: Hashable | None = None) -> bool:
+        """Whether ``slot``'s cache holds the prompt (all but its last token at least)."""
+        return self.slots.holds(slot, prompt_ids)
+
+    def reset(self) -> None:
+        """Forget every cached prefix: the next call prefills its whole prompt."""
+        self.slots.reset()

@@ -128,6 +128,9 @@ class Engine:
     def prompt_built(self, request: PromptInput, built: BuiltPrompt) -> None:
         self.workspace.prompt_built(request, built)
 
+    def prompt_moves(self, request: PromptInput, built: BuiltPrompt) -> bool:
+        return self.workspace.prompt_moves(request, built)
+
     def draft_sources(self) -> list[DraftSource]:
         return self.workspace.draft_sources()
 

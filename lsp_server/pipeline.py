@@ -67,6 +67,11 @@ class CompletionEngine(Protocol):
         """``built`` is the prompt of ``request``: the document's next prompt starts from it."""
         ...
 
+    def prompt_moves(self, request: PromptInput, built: BuiltPrompt) -> bool:
+        """Whether ``built`` (the prompt of ``request``) starts otherwise than the document's last prompt:
+        snippets ranked again, the prefix's first line moved (``context/anchors.py``)."""
+        ...
+
     def draft_sources(self) -> list[DraftSource]:
         """The draft sources besides the suffix (the workspace index once it is built)."""
         ...
@@ -211,20 +216,33 @@ def complete(
     return Completion(snapshot.request_id, snapshot, edit, result.token_ids, result.stats, clock.total())
 
 
-def prompt_for(snapshot: Snapshot, engine: CompletionEngine, settled: bool = False) -> BuiltPrompt:
-    """The prompt at ``snapshot`` (the same for a completion and for its background prefill, which builds it
-    ``settled``: in idle time, when the prompt's slow parts may move), remembered as its document's anchor."""
-    prompt_input = engine.prompt_input(snapshot.path, snapshot.doc.text, snapshot.offset, settled)
-    built = engine.prompt_builder().build(prompt_input)
+def prompt_for(snapshot: Snapshot, engine: CompletionEngine) -> BuiltPrompt:
+    """A completion's prompt at ``snapshot``, remembered as its document's anchor."""
+    prompt_input, built = _build(snapshot, engine, settled=False)
     engine.prompt_built(prompt_input, built)
     return built
 
 
+def _build(snapshot: Snapshot, engine: CompletionEngine, settled: bool) -> tuple[PromptInput, BuiltPrompt]:
+    """The prompt at ``snapshot`` and its input (the same for a completion and for its background prefill, which
+    builds it ``settled``: in idle time, when the prompt's slow parts may move)."""
+    prompt_input = engine.prompt_input(snapshot.path, snapshot.doc.text, snapshot.offset, settled)
+    return prompt_input, engine.prompt_builder().build(prompt_input)
+
+
 def warm(snapshot: Snapshot, engine: CompletionEngine, cancel: CancelToken) -> Warmed:
-    """Prefill the prompt at ``snapshot`` in idle time; stops between two layers once ``cancel`` is set."""
+    """Prefill the prompt at ``snapshot`` in idle time; stops between two layers once ``cancel`` is set.
+
+    A prompt whose head moved (``CompletionEngine.prompt_moves``) becomes the document's anchor only once the
+    cache holds it whole: a keystroke that stops it half-way builds its prompt on the old head, which the cache
+    still holds (the prefill went to a spare: ``decoder/slots.py``), instead of prefilling the whole prompt."""
     started = time.perf_counter()
-    built = prompt_for(snapshot, engine, settled=True)
-    prefilled = None if cancel.cancelled else engine.backend().warm(built.token_ids, cancel, str(snapshot.path))
+    prompt_input, built = _build(snapshot, engine, settled=True)
+    moves = engine.prompt_moves(prompt_input, built)
+    backend, slot = engine.backend(), str(snapshot.path)
+    prefilled = None if cancel.cancelled else backend.warm(built.token_ids, cancel, slot)
+    if not moves or backend.holds(built.token_ids, slot):
+        engine.prompt_built(prompt_input, built)
     ms = (time.perf_counter() - started) * 1000.0
     doc = snapshot.doc
     return Warmed(snapshot.request_id, doc.uri, doc.version, len(built.token_ids), prefilled, ms, cancel.cancelled)

@@ -141,6 +141,10 @@ class WorkspaceContext:
         """``built`` is the prompt of ``request``: its document's next prompt starts from it."""
         self._anchors.remember(request, built)
 
+    def prompt_moves(self, request: PromptInput, built: BuiltPrompt) -> bool:
+        """Whether ``built`` (the prompt of ``request``) starts otherwise than its document's last prompt."""
+        return self._anchors.moves(request, built)
+
     def draft_sources(self) -> list[DraftSource]:
         """The workspace index as a draft source once it is built (nothing before)."""
         index = self._index

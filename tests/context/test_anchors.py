@@ -56,3 +56,22 @@ def test_only_the_most_recent_documents_keep_anchors(tokenizer: Any) -> None:
         anchors.remember(request, builder.build(request))
     assert anchors.input_for("a.py", SOURCE, 100, "", False, query).anchor_line is None
     assert anchors.input_for("c.py", SOURCE, 100, "", False, query).anchor_line == 0
+
+
+def test_a_prompt_moves_with_other_snippets_or_another_prefix_line_not_with_new_scores(tokenizer: Any) -> None:
+    builder = PromptBuilder(tokenizer, PromptBudget(total=600))
+    anchors, query = PromptAnchors(), Query()
+    offset = SOURCE.index("return x + 150")
+    first = anchors.input_for("m.py", SOURCE, offset, "demo", False, query)
+    built = builder.build(first)
+    assert not anchors.moves(first, built)  # no anchor yet: nothing to move
+    anchors.remember(first, built)
+    query.answer = [Snippet("lib.py", "def helper(x):\n    return x * 2\n", 0.5, 0)]  # ranked again, same text
+    rescored = anchors.input_for("m.py", SOURCE, offset, "demo", True, query)
+    assert not anchors.moves(rescored, builder.build(rescored))
+    query.answer = [Snippet("lib.py", "def helper(x):\n    return x * 3\n", 3.0, 0)]  # the file changed
+    changed = anchors.input_for("m.py", SOURCE, offset, "demo", True, query)
+    assert anchors.moves(changed, builder.build(changed))
+    far = anchors.input_for("m.py", SOURCE, SOURCE.index("return x + 190"), "demo", False, query)
+    moved = builder.build(far)  # 40 functions on: the prefix no longer fits from the anchor's line
+    assert moved.prefix_line != built.prefix_line and anchors.moves(far, moved)

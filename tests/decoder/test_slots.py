@@ -7,15 +7,18 @@ output must stay greedy's whichever cache a request lands in.
 from __future__ import annotations
 
 import random
+from typing import cast
 
 import pytest
 import torch
 
+from lookahead_lsp.decoder.forward import PREFILL_CHUNK
 from lookahead_lsp.decoder.greedy import GreedyDecoder
+from lookahead_lsp.decoder.kv import PrefixKV
 from lookahead_lsp.decoder.lookahead import LookaheadConfig, LookaheadDecoder
 from lookahead_lsp.decoder.policy import GPU_COST, CostModel
 from lookahead_lsp.decoder.slots import KVSlots
-from lookahead_lsp.decoder.types import DecodeRequest
+from lookahead_lsp.decoder.types import CancelToken, DecodeRequest
 from tests.tiny_model import make_tiny_qwen2
 
 VOCAB = 512
@@ -94,3 +97,70 @@ def test_warming_one_file_leaves_another_files_cache(model: torch.nn.Module) -> 
         got_b = decoder.generate(DecodeRequest(b, 8, slot="b.py"))
         assert got_b.stats.prefilled_tokens == 1
         assert got_b.token_ids == GreedyDecoder(model).generate(DecodeRequest(b, 8)).token_ids
+
+
+def test_a_spare_is_one_key_s_and_takes_its_place_within_the_capacity() -> None:
+    slots = KVSlots(2)
+    slots.get("a").append([1, 2])
+    slots.get("b").append([3])
+    spare = slots.spare("a")
+    assert spare is slots.spare("a") and spare not in (slots.get("a"), slots.get("b"))  # one spare, a's
+    spare.append([1, 9, 9])
+    assert not slots.holds("a", [1, 9, 9, 4]) and slots.holds("a", [1, 2, 5])  # all but the last token held
+    assert len(slots.spare("b")) == 0  # another key's spare: a's partial prefill is given up
+    slots.spare("a").append([1, 9, 9])
+    slots.promote("a")
+    assert slots.get("a").ids == [1, 9, 9] and slots.holds("a", [1, 9, 9, 4]) and slots.keys() == ["b", "a"]
+    with pytest.raises(KeyError, match="no spare"):
+        slots.promote("a")  # promoted: the spare is gone
+    slots.spare("c").append([7])
+    slots.promote("c")  # a key not held: the least recently used cache goes, the capacity stays
+    assert slots.keys() == ["a", "c"]
+    slots.spare("a")
+    slots.reset()
+    with pytest.raises(KeyError):
+        slots.promote("a")
+
+
+class _StopAt:
+    """A cancel token that reads as cancelled once ``kv`` holds ``entries`` ids (a keystroke arriving then)."""
+
+    def __init__(self, kv: PrefixKV, entries: int) -> None:
+        self.kv, self.entries = kv, entries
+
+    def cancel(self) -> None:
+        pass
+
+    @property
+    def cancelled(self) -> bool:
+        return len(self.kv) >= self.entries
+
+
+@pytest.mark.parametrize("next_prompt", ["old head", "moved head"])
+def test_a_warm_stopped_half_way_leaves_the_slot_s_cache_and_the_next_request_takes_what_shares_more(
+    model: torch.nn.Module, next_prompt: str
+) -> None:
+    """A document's prompt, then an idle-time prefill of a prompt whose head moved (its snippets ranked again:
+    16 tokens shared), stopped after one chunk. It went to the spare: a keystroke whose prompt keeps the old
+    head finds the slot's cache whole (one token prefilled), and the next idle prefill goes on from the spare's
+    chunk; a request for the moved prompt takes the spare and prefills only the rest. Output is greedy's."""
+    rng = random.Random(9)
+    head = [rng.randrange(VOCAB) for _ in range(16)]
+    old = [*head, *_prompt(10)]
+    moved = [*head, *(rng.randrange(VOCAB) for _ in range(PREFILL_CHUNK + 64))]
+    rest = len(moved) - len(head) - PREFILL_CHUNK  # the moved prompt's tokens after the stopped chunk
+    key = [*old, 17]
+    for decoder in _decoders(model, 2):
+        decoder.generate(DecodeRequest(old, 8, slot="a.py"))
+        stop = cast(CancelToken, _StopAt(decoder.slots.spare("a.py"), len(head) + PREFILL_CHUNK))
+        assert decoder.warm(moved, stop, slot="a.py") == PREFILL_CHUNK
+        assert not decoder.holds(moved, "a.py")
+        if next_prompt == "old head":
+            typed = decoder.generate(DecodeRequest(key, 8, slot="a.py"))
+            assert (typed.stats.reused_tokens, typed.stats.prefilled_tokens) == (len(old), 1)
+            assert typed.token_ids == GreedyDecoder(model).generate(DecodeRequest(key, 8)).token_ids
+            assert decoder.warm(moved, slot="a.py") == rest - 1  # on from the spare's chunk (the last token left)
+            assert decoder.holds(moved, "a.py")
+        after = decoder.generate(DecodeRequest(moved, 8, slot="a.py"))
+        assert after.stats.prefilled_tokens == (1 if next_prompt == "old head" else rest)
+        assert after.token_ids == GreedyDecoder(model).generate(DecodeRequest(moved, 8)).token_ids

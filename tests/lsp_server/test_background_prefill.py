@@ -7,7 +7,7 @@ a real request preempts a long background prefill at once.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,7 @@ import pytest
 from lookahead_lsp.evaluation.lsp_client import LspClient
 from lookahead_lsp.lsp_server.server import SETTLE_S
 from lookahead_lsp.lsp_server.workspace_context import UPDATE_DELAY_S
+from tests import slow_passes
 from tests.lsp_server.test_server_e2e import STATS, _close_cleanly, _end_of, _start
 
 LINES = "".join(f"def f_{i}(x):\n    return x * {i} + {i % 7}\n\n\n" for i in range(4000))
@@ -168,3 +169,81 @@ def _switch_files(server: LspClient) -> None:
     server.inline(uri, line, character + 2)
     stats = server.wait_notification(STATS, after=before)
     assert stats["prefilledTokens"] <= 4, stats  # the keystroke's prompt is the one prefilled in idle time
+
+
+SLOW_PASS_MS = 400  # each pass sleeps this long first: a background prefill of 2 chunks takes 0.8 s or more
+
+
+def test_a_keystroke_that_stops_a_moved_head_s_prefill_keeps_the_head_its_cache_holds(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    """The user closes a file whose text on disk differs from the editor's (not saved), the document's snippets
+    ranked again in the next pause differ, and that pause's background prefill (a moved head: the whole prompt)
+    is stopped half-way by a keystroke. That keystroke's prompt keeps the old head, which its KV cache still
+    holds: a short tail prefilled, not the whole prompt again (seconds on a CPU). A later pause's prefill goes
+    on and moves the head, and the keystroke after it finds that cached."""
+    workspace = tmp_path / "ws"
+    (workspace / ".git").mkdir(parents=True)
+    (workspace / "shapes.py").write_text(SHAPES + SHAPES.replace("_of", "_of_box"))  # what the disk holds
+    server = LspClient([*slow_passes.command(SLOW_PASS_MS), "serve"], stderr_path=tmp_path / "server.log")
+    options = {"model": str(tiny_model_dir), "maxNewTokens": 2, "decoder": "greedy", "tokenBudget": 1024}
+    server.initialize(root=workspace, options=options)
+    try:
+        assert server.wait_model()["state"] == "ready"
+        _stop_a_moved_head(server, (workspace / "shapes.py").as_uri())
+    finally:
+        _close_cleanly(server)
+
+
+def _stop_a_moved_head(server: LspClient, helper: str) -> None:
+    server.open(helper, SHAPES)  # the editor's text, not saved
+    time.sleep(UPDATE_DELAY_S + SETTLE_S + 0.5)  # in the snippet index
+    uri = "file:///tmp/lookahead-race/report.py"
+    text = USES + "def report(width, height):\n    area = area_of(width, height)\n    return "
+    server.open(uri, text)
+    line, character = _end_of(text)
+    first = _key(server, uri, 2, line, character, "a")
+    _wait_warm(server, _totals(server).get("warmRuns", 0) + 1)  # the cursor's prompt, as the key built it
+
+    cancelled = _totals(server).get("warmCancelled", 0)
+    server.notify("textDocument/didClose", {"textDocument": {"uri": helper}})  # the disk's text is indexed
+    deadline = time.monotonic() + UPDATE_DELAY_S + SETTLE_S + 20
+    while not server.command("lookahead.stats")["workerWarming"]:  # the moved head's prefill, under way
+        assert time.monotonic() < deadline, "no background prefill after the context changed"
+        time.sleep(0.05)
+    stopped = _key(server, uri, 3, line, character + 1, "r")
+    print(f"first key {first}\nkey that stopped the prefill {stopped}")
+    assert _totals(server)["warmCancelled"] == cancelled + 1
+    assert stopped["promptTokens"] <= first["promptTokens"] + 1, (first, stopped)  # the old head, one key on
+    assert stopped["prefilledTokens"] <= 4, stopped  # the cache still held it
+
+    settled = _wait_whole_warm(server, lambda warmed: warmed["promptTokens"] > stopped["promptTokens"])
+    moved = _key(server, uri, 4, line, character + 2, "e")
+    print(f"pause {settled}\nkey after it {moved}")
+    assert moved["promptTokens"] == settled["promptTokens"] > stopped["promptTokens"] + 20  # the new snippets
+    assert moved["prefilledTokens"] <= 4, moved
+
+
+def _wait_whole_warm(
+    server: LspClient, wanted: Callable[[dict[str, Any]], bool], timeout: float = 30.0
+) -> dict[str, Any]:
+    """The first background prefill seen that ran to its end and is ``wanted``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        warmed = server.command("lookahead.stats").get("lastWarm") or {}
+        if warmed and not warmed["cancelled"] and wanted(warmed):
+            return dict(warmed)
+        time.sleep(0.05)
+    raise AssertionError("no such background prefill ran to its end")
+
+
+def _key(server: LspClient, uri: str, version: int, line: int, character: int, typed: str) -> dict[str, Any]:
+    """Type ``typed`` at the cursor and ask for a completion after it: the completion's stats."""
+    _insert(server, uri, version, line, character, typed)
+    before = len(server.notifications)
+    server.inline(uri, line, character + len(typed))
+    return dict(server.wait_notification(STATS, after=before, timeout=60))
+
+
+USES = "".join(f"def use_{k}(width, height):\n    return area_of(width, height, scale={k})\n\n\n" for k in range(12))
+SHAPES = "".join(f"def area_of(width, height, scale={k}):\n    return width * height * scale\n\n\n" for k in range(6))
