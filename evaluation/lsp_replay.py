@@ -363,6 +363,7 @@ class Pause:
     mode: str
     hole: Hole
     shown: list[tuple[float, str]] = field(default_factory=list)  # (seconds after the key, text shown)
+    prefilled: int | None = None  # prompt tokens the key's model run prefilled (None: no run's stats seen)
 
     def at(self, seconds: float) -> str:
         """The text shown ``seconds`` after the key."""
@@ -409,9 +410,10 @@ def watch_pause(client: LspClient, hole: Hole, uri: str, version: int, mode: str
     while not ended and time.perf_counter() - t0 < ANSWER_TIMEOUT_S:
         messages = client.notifications[seen:]
         seen += len(messages)
-        ended = request_id is None or any(
-            m["method"] == STATS and m["params"].get("requestId") == request_id for m in messages
-        )
+        stats = [m["params"] for m in messages if m["method"] == STATS and m["params"].get("requestId") == request_id]
+        ended = request_id is None or bool(stats)
+        if stats:
+            pause.prefilled = stats[0].get("prefilledTokens")
         watching = time.perf_counter() - t0 < WATCH_S
         if watching and any(m["method"] == READY and m["params"].get("uri") == uri for m in messages):
             _, shown = _inline(client, uri, hole.prefix)
@@ -531,15 +533,26 @@ def pauses_markdown(pauses: list[Pause]) -> str:
                 f"{sum(v is not None for v in block)}/{len(blocks)}",
                 *exact,
                 sum(p.final.rstrip() == p.hole.middle.rstrip() for p in mine),
+                _tokens([p.prefilled for p in mine]),
             ]
         )
     headers = ["mode", "pauses", "first ghost p50 s", "whole line p50 s", "lines whole", "whole block p50 s",
-               "blocks whole", "exact at 1 s", "exact at 3 s", "exact at the end"]  # fmt: skip
+               "blocks whole", "exact at 1 s", "exact at 3 s", "exact at the end",
+               "key prefill p50 / max tokens"]  # fmt: skip
     return markdown_table(headers, rows)
 
 
+def _tokens(counts: list[int | None]) -> str:
+    """The median and the largest of the counts seen ("" where none was)."""
+    seen = sorted(c for c in counts if c is not None)
+    return f"{seen[(len(seen) - 1) // 2]} / {seen[-1]}" if seen else ""
+
+
 def pauses_to_json(pauses: list[Pause]) -> list[dict[str, Any]]:
-    return [{"mode": p.mode, "hole": p.hole.id, "middle": p.hole.middle, "shown": p.shown} for p in pauses]
+    return [
+        {"mode": p.mode, "hole": p.hole.id, "middle": p.hole.middle, "shown": p.shown, "prefilled": p.prefilled}
+        for p in pauses
+    ]
 
 
 def pauses_from_json(rows: list[dict[str, Any]]) -> list[Pause]:
@@ -550,5 +563,6 @@ def pauses_from_json(rows: list[dict[str, Any]]) -> list[Pause]:
         workload, path = workload_path.split(":", 1)
         prefix = "\n" * (int(line) - 1) + " " * int(column)  # the same id; the table needs no more
         hole = Hole(workload, "", path, prefix, row["middle"], "")
-        pauses.append(Pause(row["mode"], hole, [(float(t), str(text)) for t, text in row["shown"]]))
+        shown = [(float(t), str(text)) for t, text in row["shown"]]
+        pauses.append(Pause(row["mode"], hole, shown, row.get("prefilled")))  # older runs: no "prefilled"
     return pauses

@@ -51,6 +51,7 @@ def test_pauses_are_watched_until_the_run_ends_and_tabled(
     for pause in pauses:
         times = [t for t, _ in pause.shown]
         assert times and times == sorted(times) and pause.at(times[-1]) == pause.final
+        assert pause.prefilled is not None and 0 <= pause.prefilled < 4096  # the key's run, from its stats
     table = pauses_markdown(pauses)
     assert "| progressive | 2 |" in table and "| no deadlines | 2 |" in table
     saved = tmp_path / "pauses.json"
