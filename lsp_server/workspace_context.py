@@ -35,11 +35,18 @@ MAX_INDEXED_CHARS = 1_000_000  # larger open documents stay out of the indexes (
 class DocumentUpdates:
     """A coalescing, debounced queue of document texts (None: closed) handled on a daemon thread.
 
-    A path's text is handled once it has not changed for ``delay`` seconds.
+    A path's text is handled once it has not changed for ``delay`` seconds; ``handled(path)`` follows each
+    handling (failed or not) once :meth:`waiting` no longer counts that path.
     """
 
-    def __init__(self, handle: Callable[[Path, str | None], None], delay: float = UPDATE_DELAY_S) -> None:
+    def __init__(
+        self,
+        handle: Callable[[Path, str | None], None],
+        delay: float = UPDATE_DELAY_S,
+        handled: Callable[[Path], None] | None = None,
+    ) -> None:
         self._handle = handle
+        self._handled = handled
         self._delay = delay
         self._pending: dict[Path, tuple[float, str | None]] = {}
         self._handling: Path | None = None  # the path being handled now
@@ -91,6 +98,11 @@ class DocumentUpdates:
             finally:
                 with self._cond:
                     self._handling = None
+            if self._handled is not None:
+                try:
+                    self._handled(path)
+                except Exception:
+                    log.exception("after updating %s", path)
 
 
 class WorkspaceContext:
@@ -107,7 +119,7 @@ class WorkspaceContext:
         self._snippet_lock = threading.Lock()
         self._open_paths: set[Path] = set()
         self._lock = threading.Lock()
-        self._updates = DocumentUpdates(self._apply_document)
+        self._updates = DocumentUpdates(self._apply_document, handled=self._document_applied)
 
     # ---- what a completion reads -------------------------------------------------------------------
 
@@ -177,17 +189,20 @@ class WorkspaceContext:
         return self._updates.waiting(besides=path)
 
     def _apply_document(self, path: Path, text: str | None) -> None:
-        try:
-            self._snippet_text(path, text)
-        finally:  # the open documents' prompts are looked at again whatever happened
-            if self.on_context_change is not None:
-                self.on_context_change(path)
+        self._snippet_text(path, text)
         index = self._index
         if index is not None:
             if text is None:
                 index.close_document(path)
             else:
                 index.update_document(path, text)
+
+    def _document_applied(self, path: Path) -> None:
+        """A document's text has reached the indexes (or failed to): the open documents' prompts are looked at
+        again. Only now, with the update no longer pending: a settle that found it pending (``context_pending``)
+        skipped its background prefill and waits for this (closing a long file takes a second or more)."""
+        if self.on_context_change is not None:
+            self.on_context_change(path)
 
     def _snippet_text(self, path: Path, text: str | None) -> None:
         """Keep the snippet index current (open documents and, through the index, files on disk)."""

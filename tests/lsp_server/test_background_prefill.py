@@ -247,3 +247,36 @@ def _key(server: LspClient, uri: str, version: int, line: int, character: int, t
 
 USES = "".join(f"def use_{k}(width, height):\n    return area_of(width, height, scale={k})\n\n\n" for k in range(12))
 SHAPES = "".join(f"def area_of(width, height, scale={k}):\n    return width * height * scale\n\n\n" for k in range(6))
+
+
+def test_closing_a_long_file_does_not_leave_the_next_file_without_its_background_prefill(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    """Closing a long file puts its text on disk back into the indexes: a second or more. A settle that finds that
+    update pending skips its background prefill and waits for the update to settle the document again; that must
+    come once the whole update is done (snippets and the workspace index), not between the two, when the
+    update still counts as pending and the settle it starts would skip again, leaving no prefill at all."""
+    workspace = tmp_path / "ws"
+    (workspace / ".git").mkdir(parents=True)
+    long_text = (LINES * 3)[:900_000]  # under the index's 1 MB file limit
+    (workspace / "long.py").write_text(long_text)
+    server = LspClient(stderr_path=tmp_path / "server.log")
+    server.initialize(root=workspace, options={"model": str(tiny_model_dir), "maxNewTokens": 2, "tokenBudget": 1024})
+    try:
+        assert server.wait_model()["state"] == "ready"
+        long_uri = (workspace / "long.py").as_uri()
+        server.open(long_uri, long_text + "\n# edited\n")
+        time.sleep(UPDATE_DELAY_S + SETTLE_S + 3.0)  # its text in the indexes
+        runs = _totals(server).get("warmRuns", 0)
+        server.notify("textDocument/didClose", {"textDocument": {"uri": long_uri}})
+        uri = "file:///tmp/lookahead-warm/next.py"
+        text = "def area(width, height):\n    return "
+        server.open(uri, text)
+        line, character = _end_of(text)
+        started = time.monotonic()
+        _insert(server, uri, 2, line, character, "w")  # settles while the long file's update is pending
+        warmed = _wait_warm(server, runs + 1)
+        print(f"background prefill {time.monotonic() - started:.1f} s after the key: {warmed}")
+        assert (warmed["uri"], warmed["version"]) == (uri, 2) and not warmed["cancelled"], warmed
+    finally:
+        _close_cleanly(server)
