@@ -220,13 +220,17 @@ class PromptBuilder:
 
     def _anchored_prefix(self, text: str, cap: int, request: PromptInput) -> _Fitted:
         """The prefix within ``cap`` tokens: from ``request.anchor_line`` while that start is still good, else
-        from a start that leaves headroom; without an anchor, the longest snapped tail (:meth:`_fit_prefix`).
+        from a start that leaves headroom; without an anchor, the longest snapped tail (:meth:`_fit_prefix`),
+        leaving ``settled_free_share`` of ``cap`` free in an anchored builder (a document's first prompt: a
+        prefix that filled its cap would move at the next key, and its re-prefill fall on that key).
 
         The anchor is good while the prefix from it fits (in idle time: leaving ``settled_free_share`` of
         ``cap`` free) and is not much shorter than a moved one (the cursor has not moved up towards it)."""
-        if request.anchor_line is None or not self.anchored:
+        if not self.anchored:
             return self._fit_prefix(text, cap)
         budget = self.budget
+        if request.anchor_line is None:
+            return self._fit_prefix(text, cap - int(cap * budget.settled_free_share))
         keep_free = int(cap * budget.settled_free_share) if request.settled else 0
         headroom = int(cap * budget.headroom_share)
         anchor = _nth_line_start(text, request.anchor_line)

@@ -262,3 +262,17 @@ def test_a_builder_not_anchored_ignores_anchors(builder: PromptBuilder) -> None:
     stateless = builder.build(PromptInput("m.py", SOURCE, end))
     for line in (0, stateless.prefix_line - 3, 10_000):
         assert builder.build(PromptInput("m.py", SOURCE, end, anchor_line=line, settled=True)) == stateless
+
+
+def test_a_document_s_first_anchored_prompt_leaves_the_next_keys_room(anchored: PromptBuilder) -> None:
+    """A document's first prompt (no anchor yet) in an anchored builder leaves ``settled_free_share`` of the
+    prefix's cap free, so the key after it keeps the start whatever the cursor: a first prompt that filled the
+    cap would move at the next key and re-prefill the prefix there (a stateless builder still fills it)."""
+    cap = int((600 - anchored.build(PromptInput("m.py", SOURCE, 0)).counts["header"]) * anchored.budget.prefix_share)
+    room = int(cap * anchored.budget.settled_free_share)
+    for end in range(SOURCE.index("def f150"), SOURCE.index("def f160")):  # every cursor over ten functions
+        first = anchored.build(PromptInput("m.py", SOURCE, end, settled=True))
+        assert first.counts["prefix"] <= cap - room
+        typed = SOURCE[:end] + "z" + SOURCE[end:]
+        key = anchored.build(PromptInput("m.py", typed, end + 1, anchor_line=first.prefix_line))
+        assert key.prefix_line == first.prefix_line, end

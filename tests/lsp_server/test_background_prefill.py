@@ -62,13 +62,14 @@ def test_keystroke_after_background_prefill_prefills_a_short_tail(server: LspCli
     runs = _totals(server).get("warmRuns", 0)
     _insert(server, uri, 2, line, character, "w")  # the cursor settles after "w": prefilled in idle time
     warmed = _wait_warm(server, runs + 1)
-    assert not warmed["cancelled"] and warmed["prefilledTokens"] > 500, warmed
+    # a long prompt (its prefix leaving the next keys room: context/prompt.py)
+    assert not warmed["cancelled"] and warmed["prefilledTokens"] > 400, warmed
     assert (warmed["uri"], warmed["version"]) == (uri, 2), warmed  # which document version was prefilled
     _insert(server, uri, 3, line, character + 1, "i")
     before = len(server.notifications)
     server.inline(uri, line, character + 2)
     stats = server.wait_notification(STATS, after=before)
-    assert stats["promptTokens"] > 500 and stats["prefilledTokens"] <= 4, stats
+    assert stats["promptTokens"] > 400 and stats["prefilledTokens"] <= 4, stats
 
 
 def test_typing_line_after_line_pays_for_a_moved_prompt_head_in_the_pauses(server: LspClient) -> None:
