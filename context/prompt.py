@@ -26,7 +26,8 @@ where a re-prefilled prefix costs seconds, while on a GPU it costs milliseconds 
 the start stays on that line while the prefix fits, and when it must move it moves ahead of need, leaving
 ``PromptBudget.headroom_share`` of the prefix free for the lines typed next. A prompt built in idle time
 (``PromptInput.settled``: the background prefill's) already moves it once less than
-``PromptBudget.settled_free_share`` is free, so that the re-prefill falls between keystrokes.
+``PromptBudget.settled_free_share`` is free, so that the re-prefill falls between keystrokes; a document's first
+prompt leaves that share free too, so that the keys after it keep its start.
 
 The prompt never exceeds ``PromptBudget.total``: the fixed tokens (special tokens, repo name, path) first; of
 the rest the prefix gets up to ``prefix_share`` (cut at its start, on a line boundary where possible), the
