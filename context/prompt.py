@@ -38,6 +38,7 @@ the last one cut at a line boundary).
 from __future__ import annotations
 
 import bisect
+import copy
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -157,6 +158,13 @@ class PromptBuilder:
     def encode(self, text: str) -> list[int]:
         """Token ids of plain text (special-token strings in it stay text)."""
         return list(self.tokenizer.encode(text, add_special_tokens=False, split_special_tokens=True))
+
+    def stateless(self) -> PromptBuilder:
+        """This builder with anchors ignored: every prompt the longest that fits, as a document's prompts would be
+        chosen with no memory of the last one (its encoding cache shared)."""
+        twin = copy.copy(self)
+        twin.anchored = False
+        return twin
 
     def _encode_cached(self, text: str) -> list[int]:
         ids = self._cache.get(text)

@@ -8,7 +8,8 @@ longest prefix it shares with the cache are re-prefilled before the first decodi
 daemon prefills the prompt at the cursor in the background (built ``settled``). Two ways of choosing the
 prompt's slow parts (snippets, prefix start) are compared on the same keystrokes:
 
-- ``fresh``: chosen anew at every prompt (a document's prompts share nothing but the cache);
+- ``fresh``: chosen anew at every prompt by the stateless builder (a document's prompts share nothing but the
+  cache);
 - ``anchored``: kept per document between prompts (``context/anchors.py``, as the daemon does).
 
 Printed per mode: tokens a keystroke re-prefills (mean, p50, p90, max), keystrokes that re-prefill more than
@@ -136,7 +137,7 @@ def type_file(
     drift = Drift(mode)
     anchors = PromptAnchors()
     cache = _Cache()
-    builder = context.prompt_builder
+    builder = context.prompt_builder if mode == "anchored" else context.prompt_builder.stateless()
     for text, offset, pause in typing_events(source.text, first_line, lines):
 
         def query(text: str = text, offset: int = offset) -> list[Snippet]:

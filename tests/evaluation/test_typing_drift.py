@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import difflib
 import inspect
+import textwrap
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from lookahead_lsp.context import prompt, snippets
 from lookahead_lsp.evaluation.speed import ContextBuilder
 from lookahead_lsp.evaluation.typing_drift import CLIFF_TOKENS, merge, type_file, typing_events
 from lookahead_lsp.evaluation.workloads import Corpus
@@ -28,9 +29,11 @@ def test_typing_events_type_each_line_anew_then_pause() -> None:
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory: pytest.TempPathFactory) -> Corpus:
-    """The project's own prompt and snippet modules: real code, long enough for the prefix to be cut."""
+    """Two modules of Python's standard library: real code none of us wrote, long enough for the prefix to be cut,
+    and fixed for a Python version (the project's own modules, typed here before, changed with every edit of
+    them, and with them where the prefix's start moved)."""
     root = tmp_path_factory.mktemp("corpus")
-    for module in (prompt, snippets):
+    for module in (difflib, textwrap):
         (root / Path(inspect.getfile(module)).name).write_text(inspect.getsource(module))
     return Corpus.load(root)
 
