@@ -188,6 +188,10 @@ class PrefixKV:
         self.truncate(keep)
         return keep
 
+    def holds(self, prompt: Sequence[int]) -> bool:
+        """Whether the cache holds ``prompt``: all but its last token at least, as a prefill leaves it."""
+        return common_prefix_len(self.ids, prompt) >= len(prompt) - 1
+
     def logits_for(self, prompt: Sequence[int]) -> torch.Tensor | None:
         """The remembered next-token logits when the cache holds exactly ``prompt``, else None."""
         held = self.prompt_logits

@@ -41,12 +41,17 @@ class KVSlots:
         room, else the least recently used one with its entries (see the module docstring)."""
         kv = self._slots.pop(key, None)
         if kv is None:
-            if len(self._slots) < self.capacity:
-                kv = PrefixKV()
-            else:
-                _, kv = self._slots.popitem(last=False)
+            kv = self._make_room()
+        if kv is None:
+            kv = PrefixKV()  # room left: a fresh cache
         self._slots[key] = kv
         return kv
+
+    def _make_room(self) -> PrefixKV | None:
+        """Let go of the least recently used cache where the slots are full, and return it (None: room left)."""
+        if len(self._slots) < self.capacity:
+            return None
+        return self._slots.popitem(last=False)[1]
 
     def for_prompt(self, key: Hashable | None, prompt: Sequence[int]) -> PrefixKV:
         """The cache a request for ``prompt`` continues: ``key``'s (:meth:`get`), or its spare where that shares
@@ -73,15 +78,14 @@ class KVSlots:
             raise KeyError(f"KV slots: no spare cache for {key!r}")
         _, kv = self._spare
         self._spare = None
-        self._slots.pop(key, None)
-        while len(self._slots) >= self.capacity:
-            self._slots.popitem(last=False)
+        if self._slots.pop(key, None) is None:
+            self._make_room()
         self._slots[key] = kv
 
     def holds(self, key: Hashable | None, prompt: Sequence[int]) -> bool:
         """Whether ``key``'s cache holds ``prompt`` (all but its last token at least, as a prefill leaves it)."""
         kv = self._slots.get(key)
-        return kv is not None and common_prefix_len(kv.ids, prompt) >= len(prompt) - 1
+        return kv is not None and kv.holds(prompt)
 
     @property
     def latest(self) -> PrefixKV:

@@ -193,7 +193,7 @@ def warm_slot(
     if common_prefix_len(spare.ids, prompt) < shared:
         spare.copy_prefix(held, shared)
     done = warm(model, spare, prompt, cancel)
-    if common_prefix_len(spare.ids, prompt) >= len(prompt) - 1:
+    if spare.holds(prompt):
         slots.promote(key)
     return done
 

@@ -492,12 +492,17 @@ def compare_pauses(
     return each_in_turn(corpus, holes, options, pause_at, "pause")
 
 
+def _lower_median(ordered: list[float]) -> float:
+    """The middle of a sorted list, the lower of the two where its length is even."""
+    return ordered[(len(ordered) - 1) // 2]
+
+
 def _p50(values: list[float | None]) -> str:
     """The median, a missing value counting as never (so a median past the end reads "never")."""
     ordered = sorted(float("inf") if v is None else v for v in values)
     if not ordered:
         return ""
-    middle = ordered[(len(ordered) - 1) // 2]
+    middle = _lower_median(ordered)
     return "never" if middle == float("inf") else f"{middle:.2f}"
 
 
@@ -544,8 +549,8 @@ def pauses_markdown(pauses: list[Pause]) -> str:
 
 def _tokens(counts: list[int | None]) -> str:
     """The median and the largest of the counts seen ("" where none was)."""
-    seen = sorted(c for c in counts if c is not None)
-    return f"{seen[(len(seen) - 1) // 2]} / {seen[-1]}" if seen else ""
+    seen = sorted(float(c) for c in counts if c is not None)
+    return f"{_lower_median(seen):.0f} / {seen[-1]:.0f}" if seen else ""
 
 
 def pauses_to_json(pauses: list[Pause]) -> list[dict[str, Any]]:
