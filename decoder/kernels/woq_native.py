@@ -19,12 +19,14 @@ the reason is logged once.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import hashlib
 import logging
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -49,6 +51,7 @@ HEADERS = ("native_math.h", "kernel_api.h")  # included by the sources: part of 
 # source writes fmaf, whatever the compiler's default contraction)
 FLAGS = ("-O3", "-std=c++17", "-ffp-contract=off", "-fno-trapping-math")
 OFF_ENV = "LOOKAHEAD_LSP_NATIVE"
+KEPT_BUILDS = 3  # builds of a level kept in the cache, the most recently used (others: older sources or compilers)
 
 
 class ProductRef(ctypes.Structure):
@@ -330,6 +333,7 @@ def build(root: Path, cxx: str, level: str) -> Path:
     suffix = ".dylib" if sys.platform == "darwin" else ".so"
     target = root / "native-v2" / f"woq-{level}-{key}{suffix}"
     if target.is_file():
+        _touch(target)
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=".build-", dir=target.parent) as scratch:
@@ -350,7 +354,40 @@ def build(root: Path, cxx: str, level: str) -> Path:
         if done.returncode != 0:
             raise RuntimeError(f"{cxx} failed: {done.stderr.strip()[-600:]}")
         os.replace(partial, target)
+    prune_builds(target.parent, level, suffix)
     return target
+
+
+def _touch(path: Path) -> None:
+    """Mark ``path`` used now (its modification time: what :func:`prune_builds` keeps by); a read-only cache is
+    left as it is."""
+    with contextlib.suppress(OSError):
+        os.utime(path)
+
+
+def prune_builds(folder: Path, level: str, suffix: str, keep: int = KEPT_BUILDS) -> list[Path]:
+    """Remove all but the ``keep`` most recently used builds of ``level`` in ``folder`` (each build of other
+    sources, flags or compiler is a library of its own, 0.4-0.8 MB, and its cost tables beside it name it); returns
+    the files removed. A build another process has loaded stays mapped there until it exits."""
+    pattern = re.compile(rf"woq-{re.escape(level)}-[0-9a-f]{{20}}{re.escape(suffix)}")
+    builds = []
+    for path in folder.glob(f"woq-{level}-*{suffix}"):
+        try:
+            if pattern.fullmatch(path.name):
+                builds.append((path.stat().st_mtime, path))
+        except OSError:  # removed meanwhile
+            continue
+    removed = []
+    for _, library in sorted(builds, reverse=True)[keep:]:
+        for path in [library, *folder.glob(f"*-{library.stem}-*.json")]:  # cost and pair tables named after it
+            try:
+                path.unlink()
+                removed.append(path)
+            except OSError:
+                continue
+    if removed:
+        logger.info("native kernel: removed %d files of older %s builds from %s", len(removed), level, folder)
+    return removed
 
 
 def quantize_activations(x: torch.Tensor, supers: bool = False) -> torch.Tensor:

@@ -4,6 +4,7 @@ a pass computed on its own (what lossless lookahead needs), the build cache and 
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 
 import numpy as np
@@ -29,6 +30,7 @@ from lookahead_lsp.decoder.kernels.woq_native import (
     k_quant_groups,
     load_kernel,
     probe,
+    prune_builds,
     reference_linear,
     reference_product,
 )
@@ -155,9 +157,35 @@ def test_the_build_is_cached_per_machine(tmp_path: Path) -> None:
     cxx = compiler()
     assert cxx is not None
     first = build(tmp_path, cxx, chosen_level())
-    stamp = first.stat().st_mtime_ns
-    assert build(tmp_path, cxx, chosen_level()) == first and first.stat().st_mtime_ns == stamp  # not compiled again
+    inode = first.stat().st_ino
+    assert build(tmp_path, cxx, chosen_level()) == first and first.stat().st_ino == inode  # not compiled again
     assert [p.name for p in first.parent.iterdir()] == [first.name]  # no scratch left behind
+
+
+def test_a_new_build_removes_all_but_the_most_recently_used_builds_of_its_level(tmp_path: Path) -> None:
+    """Each change of the sources, flags or compiler is a build of its own: a new one leaves the level's
+    KEPT_BUILDS most recently used (a cached build counts as used when it is loaded), with their cost and pair
+    tables, and removes the rest with theirs; another level's builds and files that are not builds stay."""
+    cxx, level = compiler(), chosen_level()
+    assert cxx is not None
+    folder = tmp_path / "native-v2"
+    folder.mkdir()
+    old = [folder / f"woq-{level}-{n:020x}.so" for n in range(4)]
+    other = folder / f"woq-{level}-amx-{0:020x}.so"  # another level whose name starts with this one's
+    for age, path in enumerate([*old, other]):
+        path.write_bytes(b"old build")
+        for table in ("cost", "pairs"):
+            (folder / f"{table}-{path.stem}-{age:020x}.json").write_text("{}")
+        os.utime(path, (1_000_000 + age, 1_000_000 + age))  # old[3] and `other` used last
+    stray = folder / f"woq-{level}-notes.so"
+    stray.write_bytes(b"not a build")
+    os.utime(old[0], None)  # loaded now: the most recently used of the old ones
+    new = build(tmp_path, cxx, level)
+    kept = {old[0], old[3], new, other, stray}
+    assert {p for p in folder.iterdir() if p.suffix == ".so"} == kept
+    tables = {p.name.split("-", 1)[1].rsplit("-", 1)[0] for p in folder.glob("*.json")}
+    assert tables == {old[0].stem, old[3].stem, other.stem}  # the removed builds' tables went with them
+    assert prune_builds(folder, level, ".so") == []  # nothing more to remove
 
 
 def test_a_failing_compiler_leaves_the_aten_kernel(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
