@@ -219,8 +219,9 @@ class _Run:
         path, bonus = verify(tree, logits, lambda lg, toks: pick(lg, gen.allowed(toks)))
         accepted = [tree.tokens[i] for i in path]
         kv.keep_selected(start, [0, *path], [current, *accepted])
-        cost.observe(len(tree), time.perf_counter() - started)  # verify waited for the device
-        self.risk.spent(cost.interpolated(len(tree)), len(accepted) + 1)
+        took = time.perf_counter() - started  # verify waited for the device
+        cost.observe(len(tree), took)
+        self.risk.spent(cost.charged(len(tree), took), len(accepted) + 1)
         self._record(tree, [d for d, _ in ranked], accepted)
         self._shadow(found, selection.drafts)
         self._advance_chains(tree, logits, len(accepted))

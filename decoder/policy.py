@@ -155,6 +155,16 @@ class CostModel:
     def cost(self, n: int) -> float:
         return self.interpolated(self.pass_size(n))
 
+    def charged(self, n: int, seconds: float) -> float:
+        """What a pass of ``n`` tokens that took ``seconds`` (its step's whole time) costs a generation's
+        :class:`RiskBudget`, in one-token passes: the table's cost, or the time it took where that is more (a
+        table timed under other load can rate wide passes too cheap, and the budget must hold whatever the
+        estimates say), one stalled pass counting at most ``OBSERVED_RATIO_CAP`` times the table's cost."""
+        table = self.interpolated(n)
+        if not self.one_token_seconds:
+            return table
+        return max(table, min(seconds / self.one_token_seconds, OBSERVED_RATIO_CAP * table))
+
     def dearest(self, allowance: float | None) -> float:
         """The dearest pass a risk budget's ``allowance`` (:meth:`RiskBudget.allowance`: beyond a one-token
         pass) pays for; no bound without one."""

@@ -7,6 +7,7 @@ for free and never see it recover, and every later step is a one-token pass, as 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 
 import pytest
@@ -20,6 +21,7 @@ from lookahead_lsp.decoder.lookahead import LookaheadConfig, LookaheadDecoder
 from lookahead_lsp.decoder.policy import (
     CPU_COST,
     LOSS_SHARE,
+    OBSERVED_RATIO_CAP,
     PACKED_CPU_COST,
     RISK_STAKE,
     AcceptanceModel,
@@ -139,3 +141,38 @@ def test_even_estimates_that_never_learn_leave_lookahead_within_its_risk_budget_
     beyond = sum(cost.interpolated(n) - 1.0 for n in widths)
     assert beyond <= RISK_STAKE + LOSS_SHARE * max_new + 1e-9, (beyond, widths)
     assert len(widths) < stats.steps  # and then ran one-token passes, as greedy
+
+
+def test_a_table_that_rates_wide_passes_too_cheap_does_not_lift_the_risk_budget(
+    model: torch.nn.Module, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The bound holds on the passes' time, not only on the table: a table timed under other load that rates
+    every pass as cheap as one token would let always-believed drafts widen every pass. Each wide pass here takes
+    far longer than a one-token pass, so the budget counts it at the cap (OBSERVED_RATIO_CAP times the table's
+    cost), and the drafts stop once that is spent."""
+    prompt = [(i * 37) % VOCAB for i in range(40)]
+    max_new = 96
+    reference = GreedyDecoder(model).generate(DecodeRequest(prompt, max_new_tokens=max_new))
+    flat = tuple((n, 1.0) for n, _ in PACKED_CPU_COST)  # every size as cheap as one token
+    cost = CostModel(flat, adaptive=False, one_token_seconds=0.005)
+    sources = [AlwaysWrong(name, prompt, reference.token_ids) for name in SOURCES]
+    decoder = LookaheadDecoder(model, LookaheadConfig(prompt_drafts=False), cost=cost)
+    decoder.acceptance = Credulous()
+    widths: list[int] = []
+
+    def slow_when_wide(model_: torch.nn.Module, kv, tokens, *args, **kwargs):
+        widths.append(len(tokens))
+        if len(tokens) > 1:
+            time.sleep(0.05)  # ten one-token passes of the table
+        return forward(model_, kv, tokens, *args, **kwargs)
+
+    monkeypatch.setattr(lookahead, "forward", slow_when_wide)
+    result = decoder.generate(DecodeRequest(prompt, max_new_tokens=max_new, drafts=sources))
+
+    assert result.token_ids == reference.token_ids  # lossless
+    wide = [n for n in widths if n > 1]
+    assert wide  # it believed the drafts at first
+    charged = (OBSERVED_RATIO_CAP - 1.0) * len(wide)  # each wide pass beyond a one-token pass, as the budget counts
+    # the last wide pass may start with the allowance not yet spent and overrun it by one pass's charge
+    assert charged <= RISK_STAKE + LOSS_SHARE * max_new + (OBSERVED_RATIO_CAP - 1.0), (len(wide), widths)
+    assert len(wide) < result.stats.steps / 4  # by the table alone, every step would have drafted
