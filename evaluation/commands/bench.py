@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from lookahead_lsp.decoder.cost_table import machine_cost
 from lookahead_lsp.decoder.runtime.model import (
     LoadedModel,
     ModelLoadError,
@@ -194,7 +195,10 @@ def bench_beside_peers(
     gguf: Path | None,
 ) -> BenchResult:
     """``run_bench`` with the peer configurations' llama-servers running (same GGUF; torch's threads unless
-    --peer-threads), stopped however it ends; their resident memory goes into ``meta``."""
+    --peer-threads), stopped however it ends; their resident memory goes into ``meta``. A pass-cost table this
+    machine has not measured yet is timed before they start: a server loading its model beside the timed passes
+    slows them unevenly, and the drafting policy would then start from a table that rates wide passes cheap."""
+    machine_cost(loaded.model)
     logs = Path(args.out) / "llama-server" if args.out else Path(tempfile.mkdtemp(prefix="lookahead-peer-"))
     threads = args.peer_threads or torch.get_num_threads()
     try:

@@ -151,3 +151,33 @@ def test_deadlines_are_replayed_over_the_recorded_step_times() -> None:
     assert kept == len(tokens) and line_end is None  # the line deadline never cuts a line: the whole line
     kept, line_end = with_deadlines(make_stop, tokens, clock, 0.0, None, None)
     assert kept == len(tokens) and line_end is None  # no deadline: the whole line
+
+
+def test_bench_times_a_missing_pass_cost_table_before_the_peers_start(
+    tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A table timed while llama-servers load their models rates wide passes too cheap: it is timed first."""
+    import argparse
+    from contextlib import contextmanager
+
+    from lookahead_lsp.decoder.cost_table import table_path
+    from lookahead_lsp.decoder.runtime.model import load_model
+    from lookahead_lsp.decoder.weights.cache import CACHE_ENV
+    from lookahead_lsp.evaluation.commands import bench
+
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
+    loaded = load_model(str(tiny_model_dir))
+    table = table_path(loaded.model)
+    assert not table.is_file()
+    seen: list[bool] = []
+
+    @contextmanager
+    def peers_starting(*_args: object):  # where the llama-servers would start: is the table there already?
+        seen.append(table.is_file())
+        yield {}
+
+    monkeypatch.setattr(bench, "started_peers", peers_starting)
+    args = argparse.Namespace(out=None, peer_threads=1, max_new_tokens=4, repeats=1)
+    configs = parse_decoders("greedy")
+    result = bench.bench_beside_peers(args, loaded, None, [], configs, {}, {}, None)  # type: ignore[arg-type]
+    assert seen == [True] and result.meta["cost_table"] == str(table)
