@@ -454,6 +454,7 @@ def pause_at(client: LspClient, root: Path, hole: Hole, mode: str) -> Pause:
 
 Item = TypeVar("Item")
 Outcome = TypeVar("Outcome")
+Number = TypeVar("Number", int, float)
 
 
 def each_in_turn(
@@ -492,7 +493,7 @@ def compare_pauses(
     return each_in_turn(corpus, holes, options, pause_at, "pause")
 
 
-def _lower_median(ordered: list[float]) -> float:
+def _lower_median(ordered: list[Number]) -> Number:
     """The middle of a sorted list, the lower of the two where its length is even."""
     return ordered[(len(ordered) - 1) // 2]
 
@@ -549,8 +550,8 @@ def pauses_markdown(pauses: list[Pause]) -> str:
 
 def _tokens(counts: list[int | None]) -> str:
     """The median and the largest of the counts seen ("" where none was)."""
-    seen = sorted(float(c) for c in counts if c is not None)
-    return f"{_lower_median(seen):.0f} / {seen[-1]:.0f}" if seen else ""
+    seen = sorted(c for c in counts if c is not None)
+    return f"{_lower_median(seen)} / {seen[-1]}" if seen else ""
 
 
 def pauses_to_json(pauses: list[Pause]) -> list[dict[str, Any]]:
