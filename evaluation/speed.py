@@ -36,7 +36,7 @@ from lookahead_lsp.context.ngram_index import NgramIndex
 from lookahead_lsp.context.prompt import BuiltPrompt, PromptInput, PromptLayout, layout_builder
 from lookahead_lsp.context.snippets import Snippet, SnippetIndex
 from lookahead_lsp.decoder.backend import LocalBackend, local_backend
-from lookahead_lsp.decoder.cost_table import describe, machine_cost, table_path
+from lookahead_lsp.decoder.cost_table import describe, table_path
 from lookahead_lsp.decoder.drafts import DraftSource
 from lookahead_lsp.decoder.lookahead import LookaheadConfig
 from lookahead_lsp.decoder.policy import CostModel
@@ -285,14 +285,16 @@ def run_bench(
     max_new_tokens: int,
     eos_ids: frozenset[int],
     meta: dict[str, Any],
+    cost: CostModel,
     progress: Progress | None = None,
     repeats: int = 1,
     peers: Mapping[str, Decoder] | None = None,
 ) -> BenchResult:
     """Decode every hole with every configuration (greedy first); stop rules off.
 
-    The pass-cost table is this machine's, as the daemon has it (``decoder/cost_table.py``: stored beside the
-    kernel, measured where there is none yet), and recorded in the meta.
+    ``cost``: this machine's pass-cost table, as the daemon has it (``decoder/cost_table.py``:
+    :func:`~lookahead_lsp.decoder.cost_table.machine_cost`, stored beside the kernel, measured where there is
+    none yet), recorded in the meta.
     With ``repeats`` > 1 each hole is decoded that many rounds (every configuration once per round, in turn)
     and each configuration keeps its fastest decode: on a shared machine the fastest of a few runs is the one
     least disturbed by other work, and every configuration gets the same chance. Each configuration's first
@@ -305,7 +307,6 @@ def run_bench(
     like."""
     if not configs or configs[0].name != REFERENCE:
         raise ValueError("the first configuration must be plain greedy, the reference")
-    cost = machine_cost(model)
     meta["cost_model"] = describe(cost)
     meta["cost_table"] = str(table_path(model))
     # each configuration corrects its own copy from its passes (a shared one would carry one's into the next)

@@ -195,10 +195,10 @@ def bench_beside_peers(
     gguf: Path | None,
 ) -> BenchResult:
     """``run_bench`` with the peer configurations' llama-servers running (same GGUF; torch's threads unless
-    --peer-threads), stopped however it ends; their resident memory goes into ``meta``. A pass-cost table this
-    machine has not measured yet is timed before they start: a server loading its model beside the timed passes
+    --peer-threads), stopped however it ends; their resident memory goes into ``meta``. The pass-cost table is read,
+    or timed where this machine has none, once and before they start: a server loading its model beside timed passes
     slows them unevenly, and the drafting policy would then start from a table that rates wide passes cheap."""
-    machine_cost(loaded.model)
+    cost = machine_cost(loaded.model)
     logs = Path(args.out) / "llama-server" if args.out else Path(tempfile.mkdtemp(prefix="lookahead-peer-"))
     threads = args.peer_threads or torch.get_num_threads()
     try:
@@ -215,6 +215,7 @@ def bench_beside_peers(
                 args.max_new_tokens,
                 stop_token_ids(loaded.tokenizer),
                 meta,
+                cost,
                 progress,
                 args.repeats,
                 {name: peer.decoder for name, peer in running.items()},
