@@ -13,7 +13,7 @@ import pytest
 
 from lookahead_lsp.context.index_store import StoredFile
 from lookahead_lsp.context.workspace import Skip, WorkspaceConfig
-from lookahead_lsp.context.workspace_index import WorkspaceIndex
+from lookahead_lsp.context.workspace_index import WorkspaceIndex, batch_tokenizer
 
 SOURCE = "def greet(name):\n    return 'hello ' + name.upper() + '!'\n"
 
@@ -121,6 +121,34 @@ def test_open_documents_override_the_disk_until_closed(tree: Path, tokenizer) ->
     ws.update_document(unsaved, "zebra_marker = 1\n")
     ws.close_document(unsaved)
     assert str(unsaved) not in ws.index.paths()
+
+
+def test_a_save_of_an_open_document_is_not_tokenized(tree: Path, tokenizer) -> None:
+    """The editor's text wins over the disk's, so a save (auto-save as the user pauses) costs no tokenizing."""
+    batch = batch_tokenizer(tokenizer)
+    tokenized: list[str] = []
+
+    def recording(texts: list[str]) -> list[list[int]]:
+        tokenized.extend(texts)
+        return batch(texts)
+
+    ws = WorkspaceIndex([tree], lambda text: batch([text])[0], tokenize_batch=recording, debounce_s=0.05)
+    ws.build()
+    ws.start_watching()
+    try:
+        opened = tree / "pkg" / "greet.py"
+        ws.update_document(opened, "def greet(name):\n    return f'hi {name}'\n")
+        opened.write_text("def greet(name):\n    return 'saved ' + name\n")
+        later = tree / "pkg" / "later.py"  # a closed file written after it: once indexed, the save was handled
+        later.write_text("value = compute_the_answer(42)\n")
+        wait_until(lambda: "the_answer" in continuation(ws, tokenizer, "value = compute"))
+        assert "def greet(name):\n    return 'saved ' + name\n" not in tokenized
+        assert "value = compute_the_answer(42)\n" in tokenized
+        assert "hi" in continuation(ws, tokenizer, "def greet(name):\n    return f'")  # the editor's text
+        ws.close_document(opened)
+        assert "saved" in continuation(ws, tokenizer, "def greet(name):\n    return '")  # the disk's, read again
+    finally:
+        ws.stop()
 
 
 def test_watching_follows_creates_edits_and_deletes(tree: Path, tokenizer) -> None:
