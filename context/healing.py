@@ -7,8 +7,12 @@ natural tokenization (``=`` + ``subprocess``) itself; :func:`strip_healed` drops
 
 What is removed (decided here, at most :data:`MAX_TOKENS` tokens and :data:`MAX_CHARS` characters):
 - nothing when the last token holds a line break: a line start is a natural boundary;
-- the last token otherwise, including a whitespace-only one: the indentation of a blank line
-  (``ĠĠĠĠĠĠĠĠ``) is never followed by a word in training text (that is ``ĠĠĠĠĠĠĠ`` + ``Ġreturn``);
+- of a last token of spaces or tabs, what the tokenizer would join to the next word: the indentation of a
+  blank line (``ĠĠĠĠĠĠĠĠ``) is never followed by a word in training text (that is ``ĠĠĠĠĠĠĠ`` + ``Ġreturn``),
+  so the prompt keeps ``ĠĠĠĠĠĠĠ`` and the model re-types the last ``Ġ`` with its word; backing up to the line
+  break instead leaves the model to choose how to split the indentation, and it can choose a split it never
+  saw and lose its way (``ĠĠĠ`` then single spaces to the token limit);
+- the last token otherwise;
 - and the token before it when the two split a word (``=sub`` + ``pr``), or when the last token alone is not
   valid UTF-8 (a character split across tokens).
 
@@ -30,6 +34,7 @@ from typing import Any
 MAX_TOKENS = 2
 MAX_CHARS = 16
 TAIL_CHARS = 512  # text healing tokenizes only this much of the prefix's last line
+PROBE = "x"  # a word after trailing whitespace: how the tokenizer splits that whitespace before code
 
 
 @functools.cache
@@ -168,9 +173,32 @@ def _removal(token_texts: Sequence[bytes]) -> int:
     return count
 
 
+def _whitespace_split(tokenizer: Any, vocab: VocabIndex, prefix_ids: Sequence[int]) -> Healing | None:
+    """A prefix ending in a token of spaces or tabs (the indentation typed on a new line, a space after ``=``),
+    split as the tokenizer splits that whitespace before a word: the indentation ``ĠĠĠĠĠĠĠĠ`` becomes
+    ``ĠĠĠĠĠĠĠ`` kept in the prompt and ``Ġ`` for the model to re-type with its word (``Ġif``), the split the
+    model saw in training. None when the last token is not horizontal whitespace."""
+    last = vocab.token_bytes(prefix_ids[-1]) if prefix_ids else b""
+    if not last or last.strip(b" \t"):
+        return None
+    probe = tokenizer.encode(last.decode("ascii") + PROBE, add_special_tokens=False)
+    kept: list[int] = []
+    covered = 0
+    for token in probe:
+        width = len(vocab.token_bytes(token))
+        if covered + width > len(last):
+            break
+        kept.append(token)
+        covered += width
+    return Healing(removed_text=last[covered:].decode("ascii"), kept_ids=(*prefix_ids[:-1], *kept))
+
+
 def heal_ids(tokenizer: Any, prefix_ids: Sequence[int]) -> Healing:
     """Heal a tokenized prefix: drop its last tokens per the rules above."""
     vocab = vocab_index(tokenizer)
+    split = _whitespace_split(tokenizer, vocab, prefix_ids)
+    if split is not None:
+        return split
     tail = [vocab.token_bytes(i) for i in prefix_ids[-MAX_TOKENS:]]
     count = _removal(tail)
     if count == 0:

@@ -7,6 +7,14 @@ inverted one updated per document (adding or removing a document touches only it
 time in proportion to the postings of the query's terms, not to the workspace: fine for every keystroke.
 
 Order is deterministic: score, then path, then line. Overlapping windows of one file are merged into the best.
+
+A relevance bar decides whether a window may reach the prompt at all (most retrieved context does not help a
+completion and some hurts it: Repoformer's selective retrieval): a window is relevant when it defines a name
+that the code before the cursor uses and does not define itself (a function, class, method or module-level
+name: what the cursor's code calls), or when it holds at least :data:`RELEVANT_COVERAGE` of the query's terms
+(the common ones left out, as in ranking: code like the cursor's, a sibling test, the other half of a
+pattern). Windows that only share common words (``typing``, ``list``, a parameter name) stay out, so an
+unrelated open file never changes a completion.
 """
 
 from __future__ import annotations
@@ -25,8 +33,23 @@ COMMON_FRACTION = 0.5  # in an index of COMMON_MIN_CHUNKS windows or more, terms
 COMMON_MIN_CHUNKS = 100  # of them are skipped (low idf, long postings)
 QUERY_CHARS = 1800  # characters before the cursor's block of lines that pick the context snippets
 QUERY_LINES = 8  # the block: the query moves only when the cursor enters another block of lines
+RELEVANT_COVERAGE = 0.5  # a window without a definition the query uses must hold this share of its terms
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_NAME = r"([A-Za-z_][A-Za-z0-9_]*)"
+_DEFINITIONS = (
+    # a definition keyword at any depth: functions, classes, methods, types
+    re.compile(rf"\b(?:def|class|function|func|fn|struct|interface|enum|trait|type|macro_rules!)\s+\*?{_NAME}"),
+    # a module-level name: an assignment or declaration at column 0
+    re.compile(rf"^(?:export\s+)?(?:(?:const|let|var|static|pub)\s+)*{_NAME}\s*(?::[^=\n]*)?=(?!=)", re.M),
+    # a C-family method or function: modifiers, a type, the name and "(" starting a line
+    re.compile(
+        rf"^[ \t]*(?:(?:public|private|protected|static|final|abstract|inline|virtual|async)\s+)*"
+        rf"[A-Za-z_][\w<>\[\],.?*&:]*\s+\*?{_NAME}\s*\([^;]*$",
+        re.M,
+    ),
+)
+_NOT_TYPES = frozenset(["return", "new", "throw", "else", "await", "yield", "case", "goto", "delete", "typeof"])
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
 _STOPWORDS = frozenset(
     [
@@ -127,12 +150,24 @@ def terms(text: str) -> list[str]:
     return out
 
 
+def defined_names(text: str) -> frozenset[str]:
+    """The names ``text`` defines (lower-cased, as :func:`terms` gives them): see :data:`_DEFINITIONS`."""
+    names: set[str] = set()
+    for pattern in _DEFINITIONS:
+        for match in pattern.finditer(text):
+            before = text[text.rfind("\n", 0, match.start(1)) + 1 : match.start(1)].split()
+            if not before or before[-1] not in _NOT_TYPES:
+                names.add(match.group(1).lower())
+    return frozenset(n for n in names if len(n) > 1 and n not in _STOPWORDS)
+
+
 @dataclass(frozen=True)
 class _Chunk:
     path: str
     start_line: int
     text: str
     length: int  # number of terms
+    defines: frozenset[str]  # names it defines (defined_names)
 
 
 class SnippetIndex:
@@ -193,7 +228,7 @@ class SnippetIndex:
         self._next_id += 1
         counts = Counter(terms(text))
         length = sum(counts.values())
-        self._chunks[chunk_id] = _Chunk(path, start, text, length)
+        self._chunks[chunk_id] = _Chunk(path, start, text, length, defined_names(text))
         self._total_length += length
         for term, count in counts.items():
             self._postings.setdefault(term, {})[chunk_id] = count
@@ -225,9 +260,10 @@ class SnippetIndex:
         return self.query(query_window(text, offset), exclude_path=exclude_path)
 
     def _scores(self, text: str, exclude_path: str | None) -> dict[int, float]:
-        """BM25 scores of the windows outside ``exclude_path``, its statistics (window count, lengths, document
-        frequencies) over those windows too: typing in the excluded document (the one being completed) moves
-        no other window's score, so the snippets, and the prompt's context in the KV cache, stay."""
+        """BM25 scores of the relevant windows outside ``exclude_path`` (the module docstring's bar), its
+        statistics (window count, lengths, document frequencies) over those windows too: typing in the excluded
+        document (the one being completed) moves no other window's score, so the snippets, and the prompt's
+        context in the KV cache, stay."""
         excluded = set(self._by_path[exclude_path][1]) if exclude_path in self._by_path else set()
         n = len(self._chunks) - len(excluded)
         if n <= 0:
@@ -235,9 +271,13 @@ class SnippetIndex:
         total = self._total_length - sum(self._chunks[c].length for c in excluded)
         average = max(total / n, 1.0)
         limit = COMMON_FRACTION * n if n >= COMMON_MIN_CHUNKS else n
-        frequency = {t: self._frequency(t, excluded) for t in set(terms(text)) if t in self._postings}
+        query_terms = set(terms(text))
+        frequency = {t: self._frequency(t, excluded) if t in self._postings else 0 for t in query_terms}
         usable = sorted((t for t, f in frequency.items() if 0 < f <= limit), key=lambda t: (frequency[t], t))
+        considered = sum(1 for f in frequency.values() if f <= limit)  # the query's terms but the common ones
+        wanted = query_terms - defined_names(text)  # names the code uses and defines elsewhere
         scores: dict[int, float] = {}
+        covered: dict[int, int] = {}
         for term in usable[:MAX_QUERY_TERMS]:
             idf = math.log(1 + (n - frequency[term] + 0.5) / (frequency[term] + 0.5))
             for chunk_id, tf in self._postings[term].items():
@@ -246,7 +286,13 @@ class SnippetIndex:
                 chunk = self._chunks[chunk_id]
                 norm = tf * (K1 + 1) / (tf + K1 * (1 - B + B * chunk.length / average))
                 scores[chunk_id] = scores.get(chunk_id, 0.0) + idf * norm
-        return scores
+                covered[chunk_id] = covered.get(chunk_id, 0) + 1
+        bar = RELEVANT_COVERAGE * considered
+        return {
+            chunk_id: score
+            for chunk_id, score in scores.items()
+            if covered[chunk_id] >= bar or not self._chunks[chunk_id].defines.isdisjoint(wanted)
+        }
 
     def _frequency(self, term: str, excluded: set[int]) -> int:
         """The windows outside ``excluded`` that hold ``term``."""

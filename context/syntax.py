@@ -17,6 +17,7 @@ Rules (``offset`` is a ``str`` index into ``text``):
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -225,6 +226,41 @@ def _is_closed(window: _Window, opener_index: int, rest_of_opener_line: str) -> 
     return False
 
 
+def _unmatched_opener_lines(window: _Window, spec: LanguageSpec) -> list[int]:
+    """Window line indices of the brackets opened above the cursor's line and not closed before it, innermost
+    first (a bracket that a later one above the cursor closed is not counted)."""
+    above = "\n".join(window.lines[: window.cursor_index])
+    stack: list[int] = []
+    for index, delta in bracket_events(above, spec):
+        if delta > 0:
+            stack.append(index)
+        elif stack:
+            stack.pop()
+    line_starts = [0]
+    for line in window.lines[: window.cursor_index]:
+        line_starts.append(line_starts[-1] + len(line) + 1)
+    return [bisect.bisect_right(line_starts, index) - 1 for index in reversed(stack)]
+
+
+def unclosed_blocks(window: _Window, spec: LanguageSpec) -> int:
+    """How many of the innermost brackets open at the cursor have no closer after it: what a completion on a
+    blank line may close (an editor's buffer with a ``}`` not typed yet, or one line of a block left out).
+
+    Innermost first, a bracket's closer is the first non-blank line after the cursor indented no deeper than the
+    bracket's line: it is there when that line is at the same indentation and starts with a closing bracket.
+    A line indented less, or a statement at its indentation, means the closer is missing; counting stops at
+    the first bracket that is closed, or whose closer the window does not show."""
+    after = window.lines[window.cursor_index + 1 : window.cursor_index + 1 + SCAN_LINES]
+    count = 0
+    for opener in _unmatched_opener_lines(window, spec):
+        width = indent_width(window.lines[opener])
+        decider = next((line for line in after if line.strip() and indent_width(line) <= width), None)
+        if decider is None or (indent_width(decider) == width and decider.strip()[0] in CLOSERS):
+            break
+        count += 1
+    return count
+
+
 def _block_end_by_indent(window: _Window, width: int) -> int:
     """Last document line of the block whose body is indented ``width``, scanning down from the cursor."""
     last = window.cursor_index
@@ -296,6 +332,8 @@ def _block_shape(
         if _strip_line_comment(code, spec)[-1:] in tuple(OPENERS):
             closed = _is_closed(window, opener, shape.line_rest if opener == window.cursor_index else "")
             may_close = 0 if closed else max(1, bracket_balance(code, spec)[1])
+    else:  # the cursor on a blank line: blocks above it may be left open
+        may_close = unclosed_blocks(window, spec)
     end = shape.block_end_line
     if end is None:
         end = _block_end_by_indent(window, indent_width(indent))

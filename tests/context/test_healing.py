@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from lookahead_lsp.context.healing import (
     HealingConstraint,
     VocabIndex,
@@ -54,14 +56,29 @@ def test_constraint_follows_partial_progress_then_lets_go(tokenizer: Any) -> Non
     assert constraint.allowed(done) is None
 
 
-def test_indentation_of_a_blank_line_is_healed(tokenizer: Any) -> None:
-    healing = heal(tokenizer, "def f():\n        ")
-    assert healing.removed_text == "        "
+@pytest.mark.parametrize(
+    ("prefix", "line"),
+    [
+        ("def f():\n    x = 1\n        ", "return x"),  # Python, 8 spaces typed after Enter
+        ("function f(a) {\n  if (a) {\n    g();\n      ", "}"),  # JavaScript: a closing brace
+        ("class A {\n    int f() {\n\t\t", "return 1;"),  # Java with tabs
+        ("x = ", "1"),  # a space after an operator
+    ],
+)
+def test_trailing_whitespace_keeps_the_tokenizers_own_split(tokenizer: Any, prefix: str, line: str) -> None:
+    """The prompt keeps the whitespace tokens the tokenizer gives that line when it is typed whole, and the
+    model re-types only what the tokenizer joins to the next word (never the whole indentation)."""
+    ids = tokenizer.encode(prefix, add_special_tokens=False)
+    healing = heal_ids(tokenizer, ids)
+    assert healing.kept_ids is not None
+    whole = tokenizer.encode(prefix + line, add_special_tokens=False)
+    kept = list(healing.kept_ids)
+    assert whole[: len(kept)] == kept  # the natural split, up to the word
+    assert tokenizer.decode(kept) + healing.removed_text == prefix
+    assert 0 < len(healing.removed_text) < 2  # one space or tab: the one joined to the word
     constraint = healing_constraint(tokenizer, healing)
     assert constraint is not None
-    allowed = set(constraint.allowed([]) or ())
-    seven = tokenizer.encode("       ", add_special_tokens=False)
-    assert len(seven) == 1 and seven[0] in allowed  # 7 spaces, then " return"
+    assert whole[len(kept)] in set(constraint.allowed([]) or ())  # the natural next token is allowed
 
 
 def test_no_healing_after_a_line_break(tokenizer: Any) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from lookahead_lsp.context.snippets import SnippetIndex, terms
+from lookahead_lsp.context.snippets import SnippetIndex, defined_names, terms
 
 PARSER = "\n".join(
     ["import json", "", "def parse_config(path):", "    with open(path) as handle:", "        return json.load(handle)"]
@@ -105,3 +105,63 @@ def test_query_is_cheap_on_a_big_workspace() -> None:
         hits = index.query("value = helper_7(func_12_3(x))", k=4)
     assert (time.perf_counter() - started) / 10 < 0.05
     assert hits[0].path == "pkg/mod12.py"
+
+
+HELPERS = "\n".join(
+    [
+        "from typing import List",
+        "",
+        "def mean_of(numbers: List[float]) -> float:",
+        "    return sum(numbers) / len(numbers)",
+    ]
+)
+UNRELATED = "\n".join(
+    [
+        "from typing import List",
+        "",
+        "def below_zero(operations: List[int]) -> bool:",
+        "    balance = 0",
+        "    for op in operations:",
+        "        balance += op",
+        "    return balance < 0",
+    ]
+)
+CURSOR_CODE = "\n".join(
+    [
+        "from typing import List",
+        "from helpers import mean_of",
+        "",
+        "def spread(numbers: List[float]) -> float:",
+        "    centre = mean_of(numbers)",
+    ]
+)
+
+
+def test_relevance_bar_keeps_definitions_the_cursor_uses_and_drops_common_words() -> None:
+    """A window that only shares common names (``typing``, ``List``, ``numbers``) stays out; one that defines a
+    name the cursor's code calls gets in."""
+    index = SnippetIndex(chunk_lines=20, stride=10)
+    index.add_document("helpers.py", HELPERS)
+    index.add_document("bank.py", UNRELATED)
+    assert [hit.path for hit in index.query(CURSOR_CODE)] == ["helpers.py"]
+    query = (
+        "from typing import List\n\ndef has_close_elements(numbers: List[float], threshold: float) -> bool:\n"
+        '    """Check if in given list of numbers, are any two numbers closer to each other than threshold."""\n'
+    )
+    assert [hit.path for hit in index.query(query)] == []
+
+
+def test_relevance_bar_keeps_code_like_the_cursors() -> None:
+    """A window holding most of the query's rare names is relevant without defining any of them (a sibling)."""
+    index = SnippetIndex(chunk_lines=20, stride=10)
+    index.add_document("bank.py", UNRELATED)
+    query = "def above_zero(operations: List[int]) -> bool:\n    balance = 0\n    for op in operations:\n"
+    assert [hit.path for hit in index.query(query)] == ["bank.py"]
+
+
+def test_defined_names() -> None:
+    code = (
+        "class Parser:\n    def parse_line(self, s):\n        local = 1\n"
+        "MAX_SIZE = 3\nconst limit = 4;\n  public static int countAll(int[] xs) {\n    return helper(xs);\n"
+    )
+    assert defined_names(code) == {"parser", "parse_line", "max_size", "limit", "countall"}

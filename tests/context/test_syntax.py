@@ -158,3 +158,37 @@ def test_big_document_is_fast() -> None:
     shape = analyze(text, offset, "python")
     assert time.perf_counter() - started < 0.5
     assert shape.kind == "line"
+
+
+JS_LOOPS = """function f(xs) {
+  for (let i = 0; i < xs.length; i++) {
+    if (xs[i] > 0) {
+      g(xs[i]);
+    CURSOR
+  }
+  return 0;
+}
+"""
+
+
+@pytest.mark.parametrize(
+    ("line", "may_close"),
+    [
+        ("    }", 0),  # the if's closer is there after the cursor
+        ("    h();", 1),  # a statement at the if's indentation: its closer is missing
+        ("", 1),  # the for's closer follows, indented less than the if: the if's is missing
+    ],
+)
+def test_blank_line_may_close_the_blocks_left_open_above(line: str, may_close: int) -> None:
+    """A blank line after a block's last statement, with that block's closer not in the text (an editor's
+    buffer before the ``}`` is typed): the completion may write it (HumanEval's JavaScript and Java holes)."""
+    text = JS_LOOPS.replace("    CURSOR\n", "    \n" + (line + "\n" if line else ""))
+    offset = text.index("      g(xs[i]);\n") + len("      g(xs[i]);\n") + 4
+    shape = analyze(text, offset, "javascript")
+    assert shape.kind == "block" and shape.may_close == may_close
+
+
+def test_a_closed_bracket_above_is_not_counted() -> None:
+    text = "def f():\n    x = g(1,\n          2)\n    \n    return x\n"
+    shape = analyze(text, text.index("    \n") + 4, "python")
+    assert shape.may_close == 0
