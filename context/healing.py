@@ -34,6 +34,7 @@ from typing import Any
 MAX_TOKENS = 2
 MAX_CHARS = 16
 TAIL_CHARS = 512  # text healing tokenizes only this much of the prefix's last line
+_BLANKS = (b" ", b"\t")
 PROBE = "x"  # a word after trailing whitespace: how the tokenizer splits that whitespace before code
 
 
@@ -115,6 +116,20 @@ class VocabIndex:
         self._compatible_cache[remaining] = result
         return result
 
+    def word_after(self, remaining: bytes) -> tuple[int, ...]:
+        """:meth:`compatible` ids that, where they go past ``remaining``, go on with no more spaces or tabs: the
+        tokens that end a run of whitespace the way the tokenizer ends it, joined to the next word."""
+        return tuple(
+            i
+            for i in self.compatible(remaining)
+            if self.token_bytes(i)[len(remaining) : len(remaining) + 1] not in _BLANKS
+        )
+
+    @functools.cached_property
+    def not_blank(self) -> tuple[int, ...]:
+        """Ids whose bytes start with neither a space nor a tab (the word after a run of whitespace)."""
+        return tuple(i for i in self._ids if self.token_bytes(i)[:1] not in _BLANKS)
+
 
 _INDEXES: weakref.WeakKeyDictionary[Any, VocabIndex] = weakref.WeakKeyDictionary()
 
@@ -135,6 +150,7 @@ class Healing:
     removed_text: str = ""
     kept_ids: tuple[int, ...] | None = None  # when healing token ids
     kept_text: str | None = None  # when healing text
+    word_follows: bool = False  # whitespace the tokenizer joins to a word: no more whitespace may follow it
 
     @property
     def healed(self) -> bool:
@@ -190,7 +206,8 @@ def _whitespace_split(tokenizer: Any, vocab: VocabIndex, prefix_ids: Sequence[in
             break
         kept.append(token)
         covered += width
-    return Healing(removed_text=last[covered:].decode("ascii"), kept_ids=(*prefix_ids[:-1], *kept))
+    removed = last[covered:].decode("ascii")
+    return Healing(removed_text=removed, kept_ids=(*prefix_ids[:-1], *kept), word_follows=bool(removed))
 
 
 def heal_ids(tokenizer: Any, prefix_ids: Sequence[int]) -> Healing:
@@ -222,10 +239,13 @@ def heal(tokenizer: Any, prefix: str | Sequence[int]) -> Healing:
 
 @dataclass
 class HealingConstraint:
-    """A :class:`~decoder.types.TokenConstraint`: the first tokens must re-type ``removed_text``."""
+    """A :class:`~decoder.types.TokenConstraint`: the first tokens must re-type ``removed_text``; with
+    ``word_follows`` (removed whitespace) as the tokenizer splits it before a word: no token that adds more
+    spaces or tabs to it (that split would have kept a longer run of whitespace in the prompt)."""
 
     vocab: VocabIndex
     removed_text: str
+    word_follows: bool = False
     _target: bytes = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -233,18 +253,22 @@ class HealingConstraint:
 
     def allowed(self, generated: Sequence[int]) -> Sequence[int] | None:
         covered = 0
-        for token in generated:
+        for k, token in enumerate(generated):
             covered += len(self.vocab.token_bytes(token))
             if covered >= len(self._target):
-                return None
+                ends_run = covered == len(self._target) and k == len(generated) - 1
+                return self.vocab.not_blank if self.word_follows and ends_run else None
         if covered >= len(self._target):
             return None
-        return self.vocab.compatible(self._target[covered:])
+        remaining = self._target[covered:]
+        return self.vocab.word_after(remaining) if self.word_follows else self.vocab.compatible(remaining)
 
 
 def healing_constraint(tokenizer: Any, healing: Healing) -> HealingConstraint | None:
     """The constraint for ``healing``, or ``None`` when nothing was removed."""
-    return HealingConstraint(vocab_index(tokenizer), healing.removed_text) if healing.healed else None
+    if not healing.healed:
+        return None
+    return HealingConstraint(vocab_index(tokenizer), healing.removed_text, healing.word_follows)
 
 
 def strip_healed(completion: str, removed_text: str) -> str:

@@ -125,3 +125,19 @@ def test_strip_healed() -> None:
     assert strip_healed(" subprocess.run", " subpr") == "ocess.run"
     assert strip_healed(" sub", " subpr") == ""
     assert strip_healed("xyz", "") == "xyz"
+
+
+def test_typed_indentation_is_not_deepened(tokenizer: Any) -> None:
+    """After a typed indentation the model may not add whitespace: a deeper indentation would have been one
+    longer whitespace token in the tokenizer's own split, not the typed one plus more."""
+    ids = tokenizer.encode("def f():\n    x = 1\n    ", add_special_tokens=False)
+    healing = heal_ids(tokenizer, ids)
+    constraint = healing_constraint(tokenizer, healing)
+    assert constraint is not None and healing.removed_text == " "
+    first = set(constraint.allowed([]) or ())
+    space, four = (tokenizer.encode(t, add_special_tokens=False)[0] for t in (" ", "    "))
+    assert tokenizer.encode(" return", add_special_tokens=False)[0] in first
+    assert space in first and four not in first
+    after_space = set(constraint.allowed([space]) or ())
+    assert space not in after_space and tokenizer.encode("return", add_special_tokens=False)[0] in after_space
+    assert constraint.allowed([space, tokenizer.encode("return", add_special_tokens=False)[0]]) is None
