@@ -33,6 +33,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bench-idle": ("evaluation.commands.idle", "The idle daemon in a workspace with a virtualenv: CPU, watches."),
     "bench-typing": ("evaluation.commands.typing", "Typing line after line: what each keystroke re-prefills."),
     "bench-switch": ("evaluation.commands.switch", "Back in a file after another: a KV cache per document or one."),
+    "eval-infill": (
+        "evaluation.commands.infill",
+        "Infilling suites (HumanEval FIM, Python/JS/Java): the daemon as the editor shows it beside the raw model.",
+    ),
 }
 """Subcommand -> (module under ``lookahead_lsp``, help)."""
 

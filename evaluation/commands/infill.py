@@ -1,0 +1,168 @@
+"""`lookahead-lsp eval-infill`: public infilling suites (HumanEval FIM in Python, JavaScript, Java), the daemon as
+the editor shows it beside the raw model on the same GGUF (``evaluation/infill.py``), scored by
+``evaluation/infill_suites.py``: exact (the Qwen2.5-Coder report's first-line rule), edit similarity, pass@1,
+empty answers, first-answer latency. One Markdown table on stdout (a row per suite and side), the holes only
+one side gets exactly right, the CPU; progress on stderr; ``--out DIR`` also writes JSON and Markdown."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from lookahead_lsp.evaluation.infill import model_parts, run_daemon, run_raw
+from lookahead_lsp.evaluation.infill_suites import (
+    SUITES,
+    Answer,
+    HoleScore,
+    InfillHole,
+    load_suite,
+    runtime_missing,
+    score_answer,
+)
+from lookahead_lsp.evaluation.report import machine_description, markdown_table
+from lookahead_lsp.lsp_server.cli import UsageError
+
+SIDES = ("daemon", "raw")
+REPORT_EXACT = {"embedded": 70.3, "embedded-1.5b": 77.0}
+"""The Qwen2.5-Coder report's HumanEval-FIM single-line Python exact match (%), base models 0.5B and 1.5B."""
+HEADERS = ["suite", "side", "holes", "exact", "exact %", "edit sim", "pass@1", "pass@1 %", "empty",
+           "first answer p50 ms"]  # fmt: skip
+
+Run = tuple[str, str, list[InfillHole], list[Answer], list[HoleScore]]  # suite, side, holes, answers, scores
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--suite", default="humaneval-single", help=f"comma-separated: {', '.join(SUITES)}")
+    parser.add_argument("--model", default="embedded", help="embedded (0.5B) or embedded-1.5b")
+    parser.add_argument("--limit", type=int, default=None, metavar="N", help="the first N problems of each suite")
+    parser.add_argument("--sides", default=",".join(SIDES), help="comma-separated: daemon, raw")
+    parser.add_argument("--fresh", action="store_true", help="the daemon: a fresh one per document, not one for all")
+    parser.add_argument("--out", default=None, metavar="DIR", help="also write infill.json and infill.md here")
+
+
+def _names(value: str, allowed: Sequence[str], what: str) -> list[str]:
+    names = [name.strip() for name in value.split(",") if name.strip()]
+    unknown = [name for name in names if name not in allowed]
+    if unknown or not names:
+        raise UsageError(f"{what} {value!r}: comma-separated names among {', '.join(allowed)}")
+    return names
+
+
+def progress(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    suites = _names(args.suite, SUITES, "--suite")
+    sides = _names(args.sides, SIDES, "--sides")
+    try:
+        model_parts(args.model)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+    for suite in suites:
+        missing = runtime_missing(load_suite(suite, 1)[0].language)
+        if missing:
+            progress(f"{suite}: pass@1 not scored ({missing})")
+    runs = [run_side(suite, side, args) for suite in suites for side in sides]
+    text = report(runs, args)
+    print(text)
+    if args.out:
+        write(runs, text, Path(args.out))
+    return 0
+
+
+def run_side(suite: str, side: str, args: argparse.Namespace) -> Run:
+    """One suite on one side: its answers, then (after every model run, so that tests do not load the CPU
+    while the daemon is timed) their scores."""
+    holes = load_suite(suite, args.limit)
+    with tempfile.TemporaryDirectory(prefix=f"lookahead-infill-{side}-") as tmp:
+        if side == "daemon":
+            answers = run_daemon(holes, args.model, Path(tmp), args.fresh, progress)
+        else:
+            answers = run_raw(holes, args.model, Path(args.out or tmp) / "llama-server", progress)
+    progress(f"{suite} {side}: running the tests")
+    scores = [score_answer(hole, answer) for hole, answer in zip(holes, answers, strict=True)]
+    name = "daemon (fresh)" if side == "daemon" and args.fresh else side
+    return suite, name, holes, answers, scores
+
+
+def _percent(count: int, total: int) -> str:
+    return f"{100.0 * count / total:.1f}" if total else ""
+
+
+def table_row(suite: str, side: str, answers: list[Answer], scores: list[HoleScore]) -> list[Any]:
+    n = len(scores)
+    ran = [s.passed for s in scores if s.passed is not None]
+    latencies = [a.first_ms for a in answers if a.first_ms is not None]
+    return [
+        suite,
+        side,
+        n,
+        sum(s.exact for s in scores),
+        _percent(sum(s.exact for s in scores), n),
+        round(statistics.mean(s.similarity for s in scores), 3) if scores else "",
+        f"{sum(ran)}/{len(ran)}" if ran else "not run",
+        _percent(sum(ran), len(ran)),
+        sum(s.empty for s in scores),
+        round(statistics.median(latencies)) if latencies else "",
+    ]
+
+
+def only_one_side(runs: list[Run]) -> list[str]:
+    """Per suite with two sides: the holes only one side got exactly right."""
+    lines = []
+    for suite in dict.fromkeys(run[0] for run in runs):
+        mine = [run for run in runs if run[0] == suite]
+        if len(mine) != 2:
+            continue
+        exact = [{s.hole_id for s in run[4] if s.exact} for run in mine]
+        for (_, side, *_), ours, theirs in ((mine[0], exact[0], exact[1]), (mine[1], exact[1], exact[0])):
+            alone = sorted(ours - theirs)
+            lines.append(f"- {suite}: only {side} exact ({len(alone)}): {', '.join(alone) or '-'}")
+    return lines
+
+
+def report(runs: list[Run], args: argparse.Namespace) -> str:
+    table = markdown_table(HEADERS, [table_row(suite, side, a, s) for suite, side, _, a, s in runs])
+    machine = machine_description()
+    lines = [
+        f"## eval-infill: {args.model}, {'first ' + str(args.limit) if args.limit else 'all'} problems per suite, "
+        f"the middle hole of each",
+        "",
+        table,
+        "",
+        f"Reference (Qwen2.5-Coder report, base models, HumanEval-FIM single-line Python, exact): 0.5B "
+        f"{REPORT_EXACT['embedded']}, 1.5B {REPORT_EXACT['embedded-1.5b']} (all holes, not the middle one; "
+        f"here the embedded Instruct models in Q4_K_M).",
+        "",
+        *only_one_side(runs),
+        "",
+        f"CPU: {machine['cpu']} ({machine['cpu_flags']}), {machine['logical_cpus']} logical CPUs, {machine['date']}",
+    ]
+    return "\n".join(lines)
+
+
+def write(runs: list[Run], text: str, out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    rows = [
+        {
+            "suite": suite,
+            "side": side,
+            "hole": hole.id,
+            "answer": asdict(answer),
+            "score": asdict(score),
+            "reference": hole.middle,
+        }
+        for suite, side, holes, answers, scores in runs
+        for hole, answer, score in zip(holes, answers, scores, strict=True)
+    ]
+    (out / "infill.json").write_text(json.dumps({"meta": machine_description(), "holes": rows}, indent=1) + "\n")
+    (out / "infill.md").write_text(text + "\n", encoding="utf-8")
+    progress(f"wrote {out / 'infill.json'} and {out / 'infill.md'}")

