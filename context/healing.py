@@ -80,6 +80,7 @@ class VocabIndex:
         present = (i for i, token in enumerate(token_bytes) if token)
         self._ids = array("i", sorted(present, key=self.token_bytes))  # stable: equal bytes by id
         self._compatible_cache: dict[bytes, tuple[int, ...]] = {}
+        self._word_cache: dict[bytes, tuple[int, ...]] = {}  # word_after's answers: whitespace, a few keys
 
     @classmethod
     def from_tokenizer(cls, tokenizer: Any) -> VocabIndex:
@@ -118,12 +119,24 @@ class VocabIndex:
 
     def word_after(self, remaining: bytes) -> tuple[int, ...]:
         """:meth:`compatible` ids that, where they go past ``remaining``, go on with no more spaces or tabs: the
-        tokens that end a run of whitespace the way the tokenizer ends it, joined to the next word."""
-        return tuple(
-            i
-            for i in self.compatible(remaining)
-            if self.token_bytes(i)[len(remaining) : len(remaining) + 1] not in _BLANKS
-        )
+        tokens that end a run of whitespace the way the tokenizer ends it, joined to the next word (cached)."""
+        cached = self._word_cache.get(remaining)
+        if cached is None:
+            width = len(remaining)
+            compatible = self.compatible(remaining)
+            cached = tuple(i for i in compatible if self.token_bytes(i)[width : width + 1] not in _BLANKS)
+            self._word_cache[remaining] = cached
+        return cached
+
+    @property
+    def size(self) -> int:
+        """Ids in the vocabulary (special tokens included)."""
+        return len(self._offsets) - 1
+
+    @functools.cached_property
+    def closer_led(self) -> frozenset[int]:
+        """Ids whose first character after spaces and tabs is a closing bracket (``}``, ``Ġ)``, ``ĠĠ]);``)."""
+        return frozenset(i for i in self._ids if self.token_bytes(i).lstrip(b" \t")[:1] in (b")", b"]", b"}"))
 
     @functools.cached_property
     def not_blank(self) -> tuple[int, ...]:

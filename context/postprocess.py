@@ -18,14 +18,14 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from lookahead_lsp.context.healing import is_word_char, strip_healed
+from lookahead_lsp.context.healing import VocabIndex, is_word_char, strip_healed, vocab_index
 from lookahead_lsp.context.languages import LanguageSpec
 from lookahead_lsp.context.syntax import CompletionShape, bracket_events, indent_width
-from lookahead_lsp.decoder.types import StopFn
+from lookahead_lsp.decoder.types import StopFn, TokenConstraint
 
 REPEAT_LINES = 2  # suffix lines compared when the first one is too short to be telling
 MIN_TELLING_LINE = 8  # a suffix line this long (stripped, with a letter or digit) is telling on its own
@@ -244,6 +244,42 @@ def trim(completion: str, shape: CompletionShape, suffix: str = "", *, truncated
     if shape.line_rest.strip() and "\n" in text:  # a block filled in before a closer on the cursor's line
         text += "\n" + shape.line_indent
     return text
+
+
+@dataclass
+class NoStrayCloser:
+    """A :class:`~decoder.types.TokenConstraint` for a blank line where no bracket is left open: while the
+    completion is still blank, no token that starts its code with a closing bracket (the stop rules would cut
+    such a line to nothing: the model's next choice is the line to show). ``inner``: the healing constraint,
+    applied first."""
+
+    vocab: VocabIndex
+    inner: TokenConstraint | None = None
+    _kept: dict[int, tuple[Sequence[int] | None, tuple[int, ...]]] = field(default_factory=dict, repr=False)
+
+    def allowed(self, generated: Sequence[int]) -> Sequence[int] | None:
+        inner = self.inner.allowed(generated) if self.inner is not None else None
+        if b"".join(self.vocab.token_bytes(t) for t in generated).strip():
+            return inner  # code written: the stop rules take over
+        cached = self._kept.get(id(inner))
+        if cached is None or cached[0] is not inner:  # the inner constraint's answers are cached objects
+            banned = self.vocab.closer_led
+            cached = (
+                inner,
+                tuple(i for i in (inner if inner is not None else range(self.vocab.size)) if i not in banned),
+            )
+            self._kept[id(inner)] = cached
+        return cached[1]
+
+
+def completion_constraint(
+    tokenizer: Any, shape: CompletionShape, healing: TokenConstraint | None
+) -> TokenConstraint | None:
+    """The decoding constraint at a cursor: ``healing``'s, and on a blank line that leaves no bracket open
+    (``shape.may_close`` 0) :class:`NoStrayCloser` around it."""
+    if shape.kind != "block" or shape.line_rest.strip() or shape.may_close > 0:
+        return healing
+    return NoStrayCloser(vocab_index(tokenizer), healing)
 
 
 def _tokens_to_keep(decode: Callable[[Sequence[int]], str], tokens: Sequence[int], chars: int) -> int:

@@ -140,6 +140,7 @@ class _Window:
     cursor_index: int
     first_line: int  # document line number of lines[0]
     start: int  # str offset of lines[0] in the document
+    at_end: bool = False  # the window reaches the document's end
 
 
 def _line_starts_back(text: str, line_start: int, count: int) -> int:
@@ -175,7 +176,7 @@ def _window(text: str, offset: int) -> _Window:
     lines = text[start:end].split("\n")
     cursor_index = text.count("\n", start, offset)
     first_line = text.count("\n", 0, start)
-    return _Window(lines, cursor_index, first_line, start)
+    return _Window(lines, cursor_index, first_line, start, at_end=end >= len(text))
 
 
 def _indent_unit(window: _Window, line_indent: str) -> str:
@@ -248,14 +249,16 @@ def unclosed_blocks(window: _Window, spec: LanguageSpec) -> int:
 
     Innermost first, a bracket's closer is the first non-blank line after the cursor indented no deeper than the
     bracket's line: it is there when that line is at the same indentation and starts with a closing bracket.
-    A line indented less, or a statement at its indentation, means the closer is missing; counting stops at
-    the first bracket that is closed, or whose closer the window does not show."""
+    A line indented less, a statement at its indentation, or the document's end means the closer is missing;
+    counting stops at the first bracket that is closed, or whose closer the window does not show."""
     after = window.lines[window.cursor_index + 1 : window.cursor_index + 1 + SCAN_LINES]
     count = 0
     for opener in _unmatched_opener_lines(window, spec):
         width = indent_width(window.lines[opener])
         decider = next((line for line in after if line.strip() and indent_width(line) <= width), None)
-        if decider is None or (indent_width(decider) == width and decider.strip()[0] in CLOSERS):
+        if decider is None and not (window.at_end and len(after) < SCAN_LINES):
+            break
+        if decider is not None and indent_width(decider) == width and decider.strip()[0] in CLOSERS:
             break
         count += 1
     return count

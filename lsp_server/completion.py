@@ -3,7 +3,8 @@
 In run order::
 
     plan_completion    analyze (the shape at the cursor) -> stop rules -> stop function (with the deadline
-                       clocks) -> token-healing constraint -> DecodeRequest (:func:`decode_request`)
+                       clocks) -> token-healing constraint, and no stray closer on a blank line
+                       (:func:`~context.postprocess.completion_constraint`) -> DecodeRequest
     decode_completion  backend.generate (the decoder or the remote engine: token ids only), then
       finish_completion  strip the re-typed healed characters (:func:`visible_text`) -> trim
 
@@ -23,7 +24,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from lookahead_lsp.context.healing import healing_constraint, strip_healed
-from lookahead_lsp.context.postprocess import Publish, StopRules, WordEnd, make_stop_fn, text_decoder, trim
+from lookahead_lsp.context.postprocess import (
+    Publish,
+    StopRules,
+    WordEnd,
+    completion_constraint,
+    make_stop_fn,
+    text_decoder,
+    trim,
+)
 from lookahead_lsp.context.prompt import BuiltPrompt
 from lookahead_lsp.context.syntax import CompletionShape, analyze
 from lookahead_lsp.decoder.drafts import DraftSource, SequenceNgrams
@@ -142,7 +151,8 @@ def plan_completion(
         line_late=limits.line_deadline,
         publish=publish,
     )
-    constraint = healing_constraint(tokenizer, built.healing) if built.healing else None
+    healing = healing_constraint(tokenizer, built.healing) if built.healing else None
+    constraint = completion_constraint(tokenizer, shape, healing)
     request = decode_request(built, limits, drafts, stop=stop, constraint=constraint, cancel=cancel, slot=cursor.path)
     ended_by = line_end if publish is None else None  # a published cut never ends the text
     return Plan(shape, cursor.suffix, rules, built.healed_text, text_of, ended_by, stop, request)

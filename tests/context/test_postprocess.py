@@ -3,10 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import pytest
 
-from lookahead_lsp.context.postprocess import StopRules, WordEnd, make_stop_fn, trim
+from lookahead_lsp.context.healing import HealingConstraint, vocab_index
+from lookahead_lsp.context.postprocess import (
+    NoStrayCloser,
+    StopRules,
+    WordEnd,
+    completion_constraint,
+    make_stop_fn,
+    trim,
+)
 from lookahead_lsp.context.syntax import CompletionShape, analyze
 
 
@@ -335,3 +344,22 @@ def test_progressive_publishes_a_blocks_first_whole_line_before_any_deadline() -
     ]
     quiet = make_stop_fn(tokens.decode, StopRules(shape, suffix), "", lambda: False, line_late=lambda: False)
     assert all(quiet(list(range(n))) is None for n in range(1, len(tokens.pieces) + 1))  # without publish: no cut
+
+
+def test_a_blank_line_with_no_open_bracket_may_not_start_with_a_closer(tokenizer: Any) -> None:
+    """Where the stop rules would cut a leading ``}`` to nothing, the model's next choice is decoded instead."""
+    closed = "function f(a) {\n  if (a) {\n    g();\n    \n  }\n}\n"
+    cursor = closed.index("    \n") + 4
+    healing = HealingConstraint(vocab_index(tokenizer), " ", word_follows=True)
+    constraint = completion_constraint(tokenizer, analyze(closed, cursor, "javascript"), healing)
+    assert isinstance(constraint, NoStrayCloser)
+    first = set(constraint.allowed([]) or ())
+    brace, word = (tokenizer.encode(t, add_special_tokens=False)[0] for t in (" }", " return"))
+    assert brace not in first and word in first
+    written = tokenizer.encode(" x", add_special_tokens=False)
+    assert constraint.allowed(written) is None  # code written: no constraint left (the healing one is done)
+    # the if's closer missing: a blank line there may close it, and the healing constraint alone applies
+    open_if = closed.replace("    \n  }\n", "    \n")
+    shape = analyze(open_if, cursor, "javascript")
+    assert shape.may_close == 1 and completion_constraint(tokenizer, shape, healing) is healing
+    assert completion_constraint(tokenizer, analyze("x = f(", 6, "python"), None) is None  # a line: none

@@ -192,3 +192,9 @@ def test_a_closed_bracket_above_is_not_counted() -> None:
     text = "def f():\n    x = g(1,\n          2)\n    \n    return x\n"
     shape = analyze(text, text.index("    \n") + 4, "python")
     assert shape.may_close == 0
+
+
+def test_the_documents_end_leaves_the_blocks_above_open() -> None:
+    text = "function f(x) {\n\tif (x) {\n\t\treturn x - 1;\n\n"
+    assert analyze(text, len(text) - 1, "javascript").may_close == 2  # the if's and the function's
+    assert analyze(text + "\t}\n}\n", len(text) - 1, "javascript").may_close == 0
