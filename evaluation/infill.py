@@ -43,7 +43,7 @@ from lookahead_lsp.evaluation.workloads import Hole
 from lookahead_lsp.lsp_server.documents import Document
 
 RAW_NEW_TOKENS = {False: 48, True: 256}  # by multi-line: the report's 48 for a line, room for a block
-RAW_THREADS = 1  # llama-server's threads: one, as LlamaServer advises on a small shared machine
+RAW_THREADS = 2  # llama-server's threads: the two sides run one after the other, each with the machine
 FIM_TOKENS = ("<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>")
 
 Progress = Callable[[str], None]
@@ -177,6 +177,8 @@ def run_raw(holes: Sequence[InfillHole], model: str, log_dir: Path, progress: Pr
     with started_peers({"raw": ()}, RAW_THREADS, log_dir, gguf=embedded_gguf(parts)) as peers:
         decoder = peers["raw"].decoder
         for i, hole in enumerate(holes):
+            # a line's score reads its first line only: the server may stop there (the same answer, sooner)
+            decoder.stop_strings = () if hole.multiline else ("\n",)
             ids = fim_prompt_ids(tokenizer, hole.line_start, hole.suffix)
             started = time.perf_counter()
             out = decoder.generate(DecodeRequest(ids, RAW_NEW_TOKENS[hole.multiline], eos_ids))
