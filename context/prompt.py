@@ -32,7 +32,9 @@ prompt leaves that share free too, so that the keys after it keep its start.
 The prompt never exceeds ``PromptBudget.total``: the fixed tokens (special tokens, repo name, path) first; of
 the rest the prefix gets up to ``prefix_share`` (cut at its start, on a line boundary where possible), the
 suffix up to ``suffix_share`` (cut at its end), the context sections the remainder (best-scored snippets first,
-the last one cut at a line boundary).
+the last one cut at a line boundary). Room the context sections leave (few snippets pass the relevance bar:
+``context/snippets.py``) goes to a prefix that had to be cut: the code above the cursor is worth more than
+nothing (the snippets, so this room, change only with the cursor's block).
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ PROMPT_LAYOUTS: dict[str, tuple[Layout, int | None]] = {
 """Named layouts: (token order, suffix cap in tokens or None)."""
 CHARS_PER_TOKEN = 8  # generous: a char window of cap * 8 holds at least cap tokens of ordinary code
 MIN_SECTION_TOKENS = 16  # a context section cut to fewer tokens than this is left out
+SPARE_STEP = 32  # room the context leaves reaches a cut prefix in steps of this many tokens
 
 SPECIAL_TOKENS = ("<|repo_name|>", "<|file_sep|>", "<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>")
 
@@ -201,14 +204,19 @@ class PromptBuilder:
         unused = (prefix_cap - len(prefix.ids) if prefix.start == 0 else 0) + (
             suffix_cap - len(suffix.ids) if len(suffix.text) == len(request.text) - offset else 0
         )
+        quantum = budget.context_quantum
+        context_cap = available - prefix_cap - suffix_cap + unused // quantum * quantum
+        sections, context_ids = self._fit_sections(request.snippets, context_cap)
+        # as steady as the snippets (context_cap moves in whole quanta); a cut section's last partial line is no room
+        spare = (context_cap - len(context_ids)) // SPARE_STEP * SPARE_STEP
+        if prefix.start > 0 and spare > 0:  # a cut prefix takes the room the context leaves
+            prefix = self._anchored_prefix(before, prefix_cap + spare, request)
         prefix_line = before.count("\n", 0, prefix.start)
         healing = None
         if self.heal:
             healing = heal_ids(self.tokenizer, prefix.ids)
             kept_text = prefix.text[: len(prefix.text) - len(healing.removed_text)]
             prefix = _Fitted(list(healing.kept_ids or ()), kept_text, prefix.start)
-        context_cap = available - prefix_cap - suffix_cap + unused // budget.context_quantum * budget.context_quantum
-        sections, context_ids = self._fit_sections(request.snippets, context_cap)
         parts = _Parts(header, context_ids, file_header, prefix.ids, suffix.ids, self._special)
         ids = _LAYOUTS[self.layout](parts)
         counts = {

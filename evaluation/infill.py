@@ -64,8 +64,8 @@ class RecordingClient(LspClient):
     """An :class:`LspClient` that keeps its last inline completion answer (items with their ranges) and how
     many notifications it had received when it asked."""
 
-    def __init__(self) -> None:
-        super().__init__(cwd=Path.cwd())
+    def __init__(self, command: Sequence[str] | None = None) -> None:
+        super().__init__(command, cwd=Path.cwd())
         self.last_inline: Any = None
         self.asked_at = 0
 
@@ -75,9 +75,10 @@ class RecordingClient(LspClient):
         return self.last_inline
 
 
-def start_daemon(root: Path, model: str) -> RecordingClient:
-    """``lookahead-lsp serve`` on ``root``, default settings but the model, its model ready."""
-    client = RecordingClient()
+def start_daemon(root: Path, model: str, command: Sequence[str] | None = None) -> RecordingClient:
+    """``lookahead-lsp serve`` (or ``command``: another build's) on ``root``, default settings but the model,
+    its model ready."""
+    client = RecordingClient(command)
     try:
         client.initialize(root, {"model": model}, progress=False)
         _wait_ready(client)
@@ -132,17 +133,22 @@ def ask_daemon(client: RecordingClient, root: Path, hole: InfillHole) -> Answer:
 
 
 def run_daemon(
-    holes: Sequence[InfillHole], model: str, workspace: Path, fresh: bool = False, progress: Progress | None = None
+    holes: Sequence[InfillHole],
+    model: str,
+    workspace: Path,
+    fresh: bool = False,
+    progress: Progress | None = None,
+    command: Sequence[str] | None = None,
 ) -> list[Answer]:
     """Every hole through the daemon (one for all, or with ``fresh`` one per hole) on ``workspace``."""
     answers: list[Answer] = []
-    client = None if fresh else start_daemon(workspace, model)
+    client = None if fresh else start_daemon(workspace, model, command)
     try:
         for i, hole in enumerate(holes):
             if client is None:
                 alone = workspace / f"fresh-{i}"
                 alone.mkdir()
-                one = start_daemon(alone, model)
+                one = start_daemon(alone, model, command)
                 try:
                     answers.append(ask_daemon(one, alone, hole))
                 finally:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import statistics
 import sys
 import tempfile
@@ -45,6 +46,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sides", default=",".join(SIDES), help="comma-separated: daemon, raw")
     parser.add_argument("--fresh", action="store_true", help="the daemon: a fresh one per document, not one for all")
     parser.add_argument("--out", default=None, metavar="DIR", help="also write infill.json and infill.md here")
+    parser.add_argument(
+        "--daemon-command",
+        default=None,
+        metavar="CMD",
+        help="the daemon to ask instead of this checkout's (a shell-quoted command that serves LSP on stdio: "
+        "another build, to compare)",
+    )
 
 
 def _names(value: str, allowed: Sequence[str], what: str) -> list[str]:
@@ -53,6 +61,10 @@ def _names(value: str, allowed: Sequence[str], what: str) -> list[str]:
     if unknown or not names:
         raise UsageError(f"{what} {value!r}: comma-separated names among {', '.join(allowed)}")
     return names
+
+
+def daemon_command(args: argparse.Namespace) -> list[str] | None:
+    return shlex.split(args.daemon_command) if args.daemon_command else None
 
 
 def progress(message: str) -> None:
@@ -84,7 +96,7 @@ def run_side(suite: str, side: str, args: argparse.Namespace) -> Run:
     holes = load_suite(suite, args.limit)
     with tempfile.TemporaryDirectory(prefix=f"lookahead-infill-{side}-") as tmp:
         if side == "daemon":
-            answers = run_daemon(holes, args.model, Path(tmp), args.fresh, progress)
+            answers = run_daemon(holes, args.model, Path(tmp), args.fresh, progress, daemon_command(args))
         else:
             answers = run_raw(holes, args.model, Path(args.out or tmp) / "llama-server", progress)
     progress(f"{suite} {side}: running the tests")

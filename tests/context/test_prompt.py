@@ -28,6 +28,10 @@ def snippet(path: str, text: str, score: float, line: int = 0) -> Snippet:
     return Snippet(path, text, score, line)
 
 
+FULL_CONTEXT = [snippet("lib.py", "".join(f"LIMIT_{i} = {i}\n" for i in range(300)), 1.0)]
+"""Context that fills its room: the prefix keeps its share (no spare room to take)."""
+
+
 def test_fim_layout_decodes_to_the_repo_level_format(tokenizer: Any) -> None:
     text = "import os\n\ndef main():\n    print(os.getcwd())\n"
     offset = text.index("os.getcwd")
@@ -159,8 +163,24 @@ def test_never_over_budget(
     assert built.counts["total"] == len(built.token_ids)
     assert text[:offset].endswith(built.prefix_text) and text[offset:].startswith(built.suffix_text)
     fixed = built.counts["header"]
-    assert built.counts["prefix"] <= int((total - fixed) * prefix_share)
-    assert built.counts["suffix"] <= int((total - fixed) * suffix_share)
+    prefix_cap, suffix_cap = int((total - fixed) * prefix_share), int((total - fixed) * suffix_share)
+    context_room = total - fixed - prefix_cap - suffix_cap
+    # beyond its share, the prefix holds only room the context sections left
+    assert built.counts["prefix"] - prefix_cap <= max(0, context_room - built.counts["context"]) + 1  # + healing
+    assert built.counts["total"] <= total
+    assert built.counts["suffix"] <= suffix_cap
+
+
+def test_a_cut_prefix_takes_the_room_the_context_leaves(tokenizer: Any) -> None:
+    text = "".join(f"value_{i} = compute_{i}(value_{i - 1})\n" for i in range(200))
+    budget = PromptBudget(total=512)
+    alone = PromptBuilder(tokenizer, budget).build(PromptInput("p.py", text, len(text), "r"))
+    cap = int((512 - alone.counts["header"]) * budget.prefix_share)
+    assert alone.counts["prefix"] > cap  # no context: the prefix has its room
+    assert alone.counts["total"] <= 512
+    helper = snippet("helpers.py", "".join(f"def compute_{i}(x):\n    return x + {i}\n" for i in range(60)), 1.0)
+    crowded = PromptBuilder(tokenizer, budget).build(PromptInput("p.py", text, len(text), "r", [helper]))
+    assert crowded.counts["context"] > 0 and crowded.counts["prefix"] <= cap < alone.counts["prefix"]
 
 
 def _shared(a: list[int], b: list[int]) -> int:
@@ -184,12 +204,15 @@ def test_an_anchored_prefix_start_stays_while_it_fits_then_moves_ahead_of_need(
     """Typing line after line: the stateless start moves every few lines; the anchored one stays on its line
     until the prefix no longer fits, then moves so that a share of the cap is free (fewer moves), and every
     prompt stays within the budget."""
-    cap = int((600 - anchored.build(PromptInput("m.py", SOURCE, 0)).counts["header"]) * anchored.budget.prefix_share)
+    cap = int(
+        (600 - anchored.build(PromptInput("m.py", SOURCE, 0, snippets=FULL_CONTEXT)).counts["header"])
+        * anchored.budget.prefix_share
+    )
     anchor: int | None = None
     anchored_starts, stateless_starts = [], []
     for end in _line_ends(SOURCE, 200, 320):
-        stateless = builder.build(PromptInput("m.py", SOURCE, end))
-        built = anchored.build(PromptInput("m.py", SOURCE, end, anchor_line=anchor))
+        stateless = builder.build(PromptInput("m.py", SOURCE, end, snippets=FULL_CONTEXT))
+        built = anchored.build(PromptInput("m.py", SOURCE, end, snippets=FULL_CONTEXT, anchor_line=anchor))
         assert built.counts["total"] <= 600 and built.counts["prefix"] <= cap
         assert SOURCE[:end].endswith(built.prefix_text)
         assert SOURCE.count("\n", 0, end - len(built.prefix_text)) == built.prefix_line
@@ -207,22 +230,25 @@ def test_an_anchored_prefix_start_stays_while_it_fits_then_moves_ahead_of_need(
 
 
 def test_a_settled_prompt_moves_a_nearly_full_prefix_that_a_keystroke_keeps(anchored: PromptBuilder) -> None:
-    cap = int((600 - anchored.build(PromptInput("m.py", SOURCE, 0)).counts["header"]) * anchored.budget.prefix_share)
+    cap = int(
+        (600 - anchored.build(PromptInput("m.py", SOURCE, 0, snippets=FULL_CONTEXT)).counts["header"])
+        * anchored.budget.prefix_share
+    )
     anchor: int | None = None
     for end in _line_ends(SOURCE, 200, 320):  # find a line where the anchored prefix is nearly full
-        built = anchored.build(PromptInput("m.py", SOURCE, end, anchor_line=anchor))
+        built = anchored.build(PromptInput("m.py", SOURCE, end, snippets=FULL_CONTEXT, anchor_line=anchor))
         anchor = built.prefix_line
         if built.counts["prefix"] > cap - int(cap * anchored.budget.settled_free_share):
             break
     else:
         pytest.fail("no nearly full prefix in 120 lines")
-    keystroke = anchored.build(PromptInput("m.py", SOURCE, end, anchor_line=anchor))
-    settled = anchored.build(PromptInput("m.py", SOURCE, end, anchor_line=anchor, settled=True))
+    keystroke = anchored.build(PromptInput("m.py", SOURCE, end, snippets=FULL_CONTEXT, anchor_line=anchor))
+    settled = anchored.build(PromptInput("m.py", SOURCE, end, snippets=FULL_CONTEXT, anchor_line=anchor, settled=True))
     assert keystroke.prefix_line == anchor and keystroke.token_ids == built.token_ids
     assert settled.prefix_line > anchor
     assert settled.counts["prefix"] <= cap - int(cap * anchored.budget.headroom_share)
     # the next keystroke keeps the settled start: what the pause prefilled is the head of its prompt
-    nxt = anchored.build(PromptInput("m.py", SOURCE, end + 1, anchor_line=settled.prefix_line))
+    nxt = anchored.build(PromptInput("m.py", SOURCE, end + 1, snippets=FULL_CONTEXT, anchor_line=settled.prefix_line))
     assert nxt.prefix_line == settled.prefix_line
     assert _shared(settled.token_ids, nxt.token_ids) >= len(settled.token_ids) - settled.counts["suffix"] - 3
 
@@ -268,11 +294,12 @@ def test_a_document_s_first_anchored_prompt_leaves_the_next_keys_room(anchored: 
     """A document's first prompt (no anchor yet) in an anchored builder leaves ``settled_free_share`` of the
     prefix's cap free, so the key after it keeps the start whatever the cursor: a first prompt that filled the
     cap would move at the next key and re-prefill the prefix there (a stateless builder still fills it)."""
-    cap = int((600 - anchored.build(PromptInput("m.py", SOURCE, 0)).counts["header"]) * anchored.budget.prefix_share)
+    header = anchored.build(PromptInput("m.py", SOURCE, 0, snippets=FULL_CONTEXT)).counts["header"]
+    cap = int((600 - header) * anchored.budget.prefix_share)
     room = int(cap * anchored.budget.settled_free_share)
     for end in range(SOURCE.index("def f150"), SOURCE.index("def f160")):  # every cursor over ten functions
-        first = anchored.build(PromptInput("m.py", SOURCE, end, settled=True))
+        first = anchored.build(PromptInput("m.py", SOURCE, end, snippets=FULL_CONTEXT, settled=True))
         assert first.counts["prefix"] <= cap - room
         typed = SOURCE[:end] + "z" + SOURCE[end:]
-        key = anchored.build(PromptInput("m.py", typed, end + 1, anchor_line=first.prefix_line))
+        key = anchored.build(PromptInput("m.py", typed, end + 1, snippets=FULL_CONTEXT, anchor_line=first.prefix_line))
         assert key.prefix_line == first.prefix_line, end
