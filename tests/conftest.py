@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -33,3 +35,14 @@ def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory, embedded_hf_dir: Pa
     from tests.tiny_model import save_tiny_model_dir
 
     return save_tiny_model_dir(tmp_path_factory.mktemp("tiny-model"), embedded_hf_dir)
+
+
+@pytest.fixture()
+def keep_logging() -> Iterator[None]:
+    """A test that calls the command line's ``main()`` (which points the root logger at the captured stderr):
+    the root logger's handlers and level put back afterwards."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import logging
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -12,17 +10,8 @@ import pytest
 from lookahead_lsp.lsp_server.cli import main
 from lookahead_lsp.lsp_server.commands.complete import repo_root
 
+pytestmark = pytest.mark.usefixtures("keep_logging")  # main() points the root logger at stderr
 SOURCE = "def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    return "
-
-
-@pytest.fixture(autouse=True)
-def _keep_logging() -> Iterator[None]:
-    """``main()`` points the root logger at the captured stderr; put the handlers back afterwards."""
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
 
 
 @pytest.fixture()

@@ -8,9 +8,7 @@ line left out, the cursor at its indentation."""
 from __future__ import annotations
 
 import json
-import logging
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,17 +16,8 @@ import pytest
 
 from lookahead_lsp.lsp_server.cli import main
 
-pytestmark = pytest.mark.real_model
+pytestmark = [pytest.mark.real_model, pytest.mark.usefixtures("keep_logging")]
 DATA = Path(__file__).parent / "data"
-
-
-@pytest.fixture(autouse=True)
-def _keep_logging() -> Iterator[None]:
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
 
 
 @pytest.mark.parametrize(
