@@ -133,10 +133,20 @@ class VocabIndex:
         """Ids in the vocabulary (special tokens included)."""
         return len(self._offsets) - 1
 
+    def closers_line_end(self, blank_allowed: bool) -> frozenset[int]:
+        """Ids that end a line holding only closing brackets (``Ġ}\n``, ``);\n``; with ``blank_allowed`` False,
+        also the ones that end it with nothing more: ``\n``, ``Ġ\n``)."""
+        return self._line_ends[blank_allowed]
+
     @functools.cached_property
-    def closer_led(self) -> frozenset[int]:
-        """Ids whose first character after spaces and tabs is a closing bracket (``}``, ``Ġ)``, ``ĠĠ]);``)."""
-        return frozenset(i for i in self._ids if self.token_bytes(i).lstrip(b" \t")[:1] in (b")", b"]", b"}"))
+    def _line_ends(self) -> dict[bool, frozenset[int]]:
+        closers_only, bare = set(), set()
+        for i in self._ids:
+            head, newline, _ = self.token_bytes(i).partition(b"\n")
+            code = head.strip(b" \t\r")
+            if newline and not code.strip(b")]};,"):
+                (closers_only if code else bare).add(i)
+        return {True: frozenset(closers_only), False: frozenset(closers_only | bare)}
 
     @functools.cached_property
     def not_blank(self) -> tuple[int, ...]:

@@ -27,6 +27,7 @@ from lookahead_lsp.context.languages import LanguageSpec
 from lookahead_lsp.context.syntax import CompletionShape, bracket_events, indent_width
 from lookahead_lsp.decoder.types import StopFn, TokenConstraint
 
+CLOSING = b")]};,"  # what a line of closing brackets alone holds
 REPEAT_LINES = 2  # suffix lines compared when the first one is too short to be telling
 MIN_TELLING_LINE = 8  # a suffix line this long (stripped, with a letter or digit) is telling on its own
 
@@ -90,12 +91,13 @@ class StopRules:
 
     @cached_property
     def next_lines(self) -> list[str]:
-        """The first non-blank lines after the cursor's line, stripped (what a block must not repeat)."""
+        """The first non-blank lines after the cursor's line, with their indentation (what a block must not
+        repeat: a ``}`` at another indentation closes another block)."""
         after_line = self.suffix.split("\n", 1)[1] if "\n" in self.suffix else ""
         found: list[str] = []
         for line in after_line.split("\n"):
             if line.strip():
-                found.append(line.strip())
+                found.append(line.rstrip())
                 if len(found) == REPEAT_LINES:
                     break
         return found
@@ -147,7 +149,14 @@ def _closer_cut(text: str, shape: CompletionShape, brackets: _Brackets, final: b
     for index, depth in zip(brackets.indices, brackets.depths, strict=True):
         if depth < floor:
             line_start = text.rfind("\n", 0, index) + 1
-            return line_start if not text[line_start:index].strip() else index
+            closer_led = not text[line_start:index].strip()
+            if closer_led and shape.kind == "block":  # `} else {` closes a block and opens the next one
+                newline = text.find("\n", index)
+                if newline < 0 and not final:
+                    return None  # the rest of the line tells
+                if brackets.depth_at(len(text) if newline < 0 else newline) >= floor:
+                    continue
+            return line_start if closer_led else index
         if depth == floor and floor < 0 and shape.kind == "block":
             newline = text.find("\n", index)
             if newline >= 0:
@@ -201,19 +210,21 @@ def _block_line_cut(text: str, rules: StopRules, brackets: _Brackets, final: boo
             return line.start
         if k and outside_brackets and width == 0 and not line.text[0].isspace() and not lines[k - 1].text.strip():
             return line.start
-        if _repeats_suffix(lines, k, rules.next_lines):
+        if _repeats_suffix(lines, k, rules.next_lines, shape.line_indent):
             return line.start
     return None
 
 
-def _repeats_suffix(lines: list[_Line], k: int, next_lines: list[str]) -> bool:
-    """Whether the completion's lines from ``k`` on are the next lines after the cursor."""
+def _repeats_suffix(lines: list[_Line], k: int, next_lines: list[str], cursor_indent: str) -> bool:
+    """Whether the completion's lines from ``k`` on are the next lines after the cursor, at their indentation
+    (the completion's first line starts at the cursor, after ``cursor_indent``)."""
     if not next_lines:
         return False
     wanted = next_lines[:1] if _telling(next_lines[0]) else next_lines
-    got = [line for line in lines[k:] if line.text.strip()][: len(wanted)]
+    got = [(i, line) for i, line in enumerate(lines[k:], k) if line.text.strip()][: len(wanted)]
     return len(got) == len(wanted) and all(
-        line.complete and line.text.strip() == want for line, want in zip(got, wanted, strict=True)
+        line.complete and ((cursor_indent if i == 0 else "") + line.text).rstrip() == want
+        for (i, line), want in zip(got, wanted, strict=True)
     )
 
 
@@ -248,27 +259,30 @@ def trim(completion: str, shape: CompletionShape, suffix: str = "", *, truncated
 
 @dataclass
 class NoStrayCloser:
-    """A :class:`~decoder.types.TokenConstraint` for a blank line where no bracket is left open: while the
-    completion is still blank, no token that starts its code with a closing bracket (the stop rules would cut
-    such a line to nothing: the model's next choice is the line to show). ``inner``: the healing constraint,
-    applied first."""
+    """A :class:`~decoder.types.TokenConstraint` for a blank line where no bracket is left open: its first line
+    may not end as closing brackets alone (``}``, ``});``: the stop rules would cut such a line to nothing, so
+    the model's next choice is the line to show), while ``} else {`` may still be written. ``inner``: the
+    healing constraint, applied first."""
 
     vocab: VocabIndex
     inner: TokenConstraint | None = None
-    _kept: dict[int, tuple[Sequence[int] | None, tuple[int, ...]]] = field(default_factory=dict, repr=False)
+    _kept: dict[tuple[int, bool], tuple[Sequence[int] | None, tuple[int, ...]]] = field(
+        default_factory=dict, repr=False
+    )
 
     def allowed(self, generated: Sequence[int]) -> Sequence[int] | None:
         inner = self.inner.allowed(generated) if self.inner is not None else None
-        if b"".join(self.vocab.token_bytes(t) for t in generated).strip():
-            return inner  # code written: the stop rules take over
-        cached = self._kept.get(id(inner))
+        written = b"".join(self.vocab.token_bytes(t) for t in generated)
+        code = written.strip(b" \t")
+        if b"\n" in written or code.strip(CLOSING):
+            return inner  # the first line is done, or holds more than closers: the stop rules take over
+        key = (id(inner), bool(code))
+        cached = self._kept.get(key)
         if cached is None or cached[0] is not inner:  # the inner constraint's answers are cached objects
-            banned = self.vocab.closer_led
-            cached = (
-                inner,
-                tuple(i for i in (inner if inner is not None else range(self.vocab.size)) if i not in banned),
-            )
-            self._kept[id(inner)] = cached
+            banned = self.vocab.closers_line_end(blank_allowed=not code)
+            ids = inner if inner is not None else range(self.vocab.size)
+            cached = (inner, tuple(i for i in ids if i not in banned))
+            self._kept[key] = cached
         return cached[1]
 
 

@@ -75,12 +75,12 @@ class RecordingClient(LspClient):
         return self.last_inline
 
 
-def start_daemon(root: Path, model: str, command: Sequence[str] | None = None) -> RecordingClient:
-    """``lookahead-lsp serve`` (or ``command``: another build's) on ``root``, default settings but the model,
-    its model ready."""
+def start_daemon(root: Path, options: dict[str, Any], command: Sequence[str] | None = None) -> RecordingClient:
+    """``lookahead-lsp serve`` (or ``command``: another build's) on ``root`` with the settings ``options`` (the
+    model, and what the run changes from the defaults), its model ready."""
     client = RecordingClient(command)
     try:
-        client.initialize(root, {"model": model}, progress=False)
+        client.initialize(root, options, progress=False)
         _wait_ready(client)
     except BaseException:
         client.close()
@@ -134,21 +134,22 @@ def ask_daemon(client: RecordingClient, root: Path, hole: InfillHole) -> Answer:
 
 def run_daemon(
     holes: Sequence[InfillHole],
-    model: str,
+    options: dict[str, Any],
     workspace: Path,
     fresh: bool = False,
     progress: Progress | None = None,
     command: Sequence[str] | None = None,
 ) -> list[Answer]:
-    """Every hole through the daemon (one for all, or with ``fresh`` one per hole) on ``workspace``."""
+    """Every hole through the daemon (one for all, or with ``fresh`` one per hole) on ``workspace``, its settings
+    ``options``."""
     answers: list[Answer] = []
-    client = None if fresh else start_daemon(workspace, model, command)
+    client = None if fresh else start_daemon(workspace, options, command)
     try:
         for i, hole in enumerate(holes):
             if client is None:
                 alone = workspace / f"fresh-{i}"
                 alone.mkdir()
-                one = start_daemon(alone, model, command)
+                one = start_daemon(alone, options, command)
                 try:
                     answers.append(ask_daemon(one, alone, hole))
                 finally:

@@ -47,6 +47,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fresh", action="store_true", help="the daemon: a fresh one per document, not one for all")
     parser.add_argument("--out", default=None, metavar="DIR", help="also write infill.json and infill.md here")
     parser.add_argument(
+        "--settings",
+        default="{}",
+        metavar="JSON",
+        help='the daemon\'s settings besides the model, as an editor sends them (e.g. \'{"promptLayout": "psm"}\'); '
+        "default: none, the defaults",
+    )
+    parser.add_argument(
         "--daemon-command",
         default=None,
         metavar="CMD",
@@ -61,6 +68,17 @@ def _names(value: str, allowed: Sequence[str], what: str) -> list[str]:
     if unknown or not names:
         raise UsageError(f"{what} {value!r}: comma-separated names among {', '.join(allowed)}")
     return names
+
+
+def daemon_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The daemon's initialization options: ``--settings`` and the model."""
+    try:
+        settings = json.loads(args.settings)
+    except ValueError as exc:
+        raise UsageError(f"--settings {args.settings!r}: not JSON ({exc})") from exc
+    if not isinstance(settings, dict):
+        raise UsageError(f"--settings {args.settings!r}: a JSON object of settings")
+    return {**settings, "model": args.model}
 
 
 def daemon_command(args: argparse.Namespace) -> list[str] | None:
@@ -96,7 +114,7 @@ def run_side(suite: str, side: str, args: argparse.Namespace) -> Run:
     holes = load_suite(suite, args.limit)
     with tempfile.TemporaryDirectory(prefix=f"lookahead-infill-{side}-") as tmp:
         if side == "daemon":
-            answers = run_daemon(holes, args.model, Path(tmp), args.fresh, progress, daemon_command(args))
+            answers = run_daemon(holes, daemon_options(args), Path(tmp), args.fresh, progress, daemon_command(args))
         else:
             answers = run_raw(holes, args.model, Path(args.out or tmp) / "llama-server", progress)
     progress(f"{suite} {side}: running the tests")

@@ -346,16 +346,20 @@ def test_progressive_publishes_a_blocks_first_whole_line_before_any_deadline() -
     assert all(quiet(list(range(n))) is None for n in range(1, len(tokens.pieces) + 1))  # without publish: no cut
 
 
-def test_a_blank_line_with_no_open_bracket_may_not_start_with_a_closer(tokenizer: Any) -> None:
-    """Where the stop rules would cut a leading ``}`` to nothing, the model's next choice is decoded instead."""
+def test_a_blank_line_with_no_open_bracket_may_not_end_as_a_lone_closer(tokenizer: Any) -> None:
+    """Where the stop rules would cut a line of ``}`` to nothing, the model's next choice is decoded instead."""
     closed = "function f(a) {\n  if (a) {\n    g();\n    \n  }\n}\n"
     cursor = closed.index("    \n") + 4
     healing = HealingConstraint(vocab_index(tokenizer), " ", word_follows=True)
     constraint = completion_constraint(tokenizer, analyze(closed, cursor, "javascript"), healing)
     assert isinstance(constraint, NoStrayCloser)
     first = set(constraint.allowed([]) or ())
-    brace, word = (tokenizer.encode(t, add_special_tokens=False)[0] for t in (" }", " return"))
-    assert brace not in first and word in first
+    brace, brace_line, word = (tokenizer.encode(t, add_special_tokens=False)[0] for t in (" }", " }\n", " return"))
+    assert brace_line not in first and word in first
+    assert brace in first  # `} else {` may be written: only a line of closers alone may not end
+    assert tokenizer.encode("\n", add_special_tokens=False)[0] not in set(constraint.allowed([brace]) or ())
+    else_ids = tokenizer.encode(" } else {\n", add_special_tokens=False)
+    assert else_ids[1] in set(constraint.allowed(else_ids[:1]) or ())
     written = tokenizer.encode(" x", add_special_tokens=False)
     assert constraint.allowed(written) is None  # code written: no constraint left (the healing one is done)
     # the if's closer missing: a blank line there may close it, and the healing constraint alone applies
@@ -363,3 +367,25 @@ def test_a_blank_line_with_no_open_bracket_may_not_start_with_a_closer(tokenizer
     shape = analyze(open_if, cursor, "javascript")
     assert shape.may_close == 1 and completion_constraint(tokenizer, shape, healing) is healing
     assert completion_constraint(tokenizer, analyze("x = f(", 6, "python"), None) is None  # a line: none
+
+
+def test_a_closer_at_another_indentation_is_not_the_suffix_repeated() -> None:
+    """The method's ``}`` left out before the class's: the same character, another block (HumanEval's Java)."""
+    text = "class A {\n    long f(String s) {\n        return s.length();\n    \n}\n"
+    cursor = text.index("    \n}") + 4
+    shape = analyze(text, cursor, "java")
+    assert trim("}\n", shape, text[cursor:]) == "}"
+    assert trim("}\n}\n", shape, text[cursor:]) == "}"  # the class's own closer after it is the suffix's
+
+
+def test_a_closer_that_reopens_its_line_is_kept() -> None:
+    """``} else {`` on a blank line inside a closed block: the line closes one block and opens the next."""
+    text = (
+        "class A {\n    int f(int n) {\n        if (n > 0) {\n            n++;\n        \n            n--;\n        }\n"
+    )
+    cursor = text.index("        \n") + 8
+    shape = analyze(text, cursor, "java")
+    assert shape.may_close == 0
+    assert trim("} else {\n", shape, text[cursor:]) == "} else {"
+    assert trim("}\n", shape, text[cursor:]) == ""  # a stray closer alone is still cut
+    assert StopRules(shape, text[cursor:]).check("} els") is None  # the rest of the line tells
