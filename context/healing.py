@@ -140,7 +140,8 @@ class VocabIndex:
 
     @functools.cached_property
     def _line_ends(self) -> dict[bool, frozenset[int]]:
-        closers_only, bare = set(), set()
+        closers_only: set[int] = set()
+        bare: set[int] = set()
         for i in self._ids:
             head, newline, _ = self.token_bytes(i).partition(b"\n")
             code = head.strip(b" \t\r")

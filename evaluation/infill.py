@@ -37,7 +37,7 @@ from lookahead_lsp.decoder.weights.embedded import EMBEDDED_MODELS, EmbeddedPart
 from lookahead_lsp.evaluation.infill_suites import Answer, InfillHole
 from lookahead_lsp.evaluation.llama_peer import started_peers
 from lookahead_lsp.evaluation.lsp_client import LspClient
-from lookahead_lsp.evaluation.lsp_replay import READY, _inline, _wait_ready, watch_pause
+from lookahead_lsp.evaluation.lsp_replay import READY, _inline, ready_daemon, watch_pause
 from lookahead_lsp.evaluation.remote_bench import embedded_gguf
 from lookahead_lsp.evaluation.workloads import Hole
 from lookahead_lsp.lsp_server.documents import Document
@@ -78,14 +78,7 @@ class RecordingClient(LspClient):
 def start_daemon(root: Path, options: dict[str, Any], command: Sequence[str] | None = None) -> RecordingClient:
     """``lookahead-lsp serve`` (or ``command``: another build's) on ``root`` with the settings ``options`` (the
     model, and what the run changes from the defaults), its model ready."""
-    client = RecordingClient(command)
-    try:
-        client.initialize(root, options, progress=False)
-        _wait_ready(client)
-    except BaseException:
-        client.close()
-        raise
-    return client
+    return ready_daemon(RecordingClient(command), root, options)
 
 
 def inserted_at_cursor(answer: Any, text: str, cursor: int) -> str:

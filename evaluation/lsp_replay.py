@@ -108,7 +108,15 @@ def _wait_ready(client: LspClient) -> None:
 
 def _start_daemon(root: Path, options: dict[str, Any]) -> LspClient:
     """``lookahead-lsp serve`` on the workspace ``root``, initialized with ``options``, its model ready."""
-    client = LspClient(cwd=Path.cwd())
+    return ready_daemon(LspClient(cwd=Path.cwd()), root, options)
+
+
+ClientT = TypeVar("ClientT", bound=LspClient)
+
+
+def ready_daemon(client: ClientT, root: Path, options: dict[str, Any]) -> ClientT:
+    """``client``'s daemon initialized on the workspace ``root`` with ``options``, its model ready (closed if
+    that fails)."""
     try:
         client.initialize(root, options, progress=False)
         _wait_ready(client)
