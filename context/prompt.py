@@ -199,18 +199,18 @@ class PromptBuilder:
         if budget.suffix_max is not None:
             suffix_cap = min(suffix_cap, budget.suffix_max)
         before = request.text[:offset]
-        prefix = self._anchored_prefix(before, prefix_cap, request)
         suffix = self._fit_suffix(request.text[offset:], suffix_cap)
-        unused = (prefix_cap - len(prefix.ids) if prefix.start == 0 else 0) + (
-            suffix_cap - len(suffix.ids) if len(suffix.text) == len(request.text) - offset else 0
-        )
+        suffix_unused = suffix_cap - len(suffix.ids) if len(suffix.text) == len(request.text) - offset else 0
         quantum = budget.context_quantum
-        context_cap = available - prefix_cap - suffix_cap + unused // quantum * quantum
+        context_cap = available - prefix_cap - suffix_cap + suffix_unused // quantum * quantum
         sections, context_ids = self._fit_sections(request.snippets, context_cap)
         # as steady as the snippets (context_cap moves in whole quanta); a cut section's last partial line is no room
         spare = (context_cap - len(context_ids)) // SPARE_STEP * SPARE_STEP
-        if prefix.start > 0 and spare > 0:  # a cut prefix takes the room the context leaves
-            prefix = self._anchored_prefix(before, prefix_cap + spare, request)
+        prefix = self._anchored_prefix(before, prefix_cap + spare, request)  # a cut prefix takes that room
+        if prefix.start == 0 and len(prefix.ids) <= prefix_cap:  # an uncut one lends its own to the context
+            unused = prefix_cap - len(prefix.ids) + suffix_unused
+            context_cap = available - prefix_cap - suffix_cap + unused // quantum * quantum
+            sections, context_ids = self._fit_sections(request.snippets, context_cap)
         prefix_line = before.count("\n", 0, prefix.start)
         healing = None
         if self.heal:
