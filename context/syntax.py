@@ -220,11 +220,15 @@ def _is_closed(window: _Window, opener_index: int, rest_of_opener_line: str) -> 
     """
     if rest_of_opener_line.strip()[:1] in tuple(CLOSERS):
         return True
-    opener_width = indent_width(window.lines[opener_index])
-    for line in window.lines[window.cursor_index + 1 : window.cursor_index + 1 + SCAN_LINES]:
-        if line.strip() and indent_width(line) <= opener_width:
-            return line.strip()[0] in CLOSERS
-    return False
+    decider = _deciding_line(window, indent_width(window.lines[opener_index]))
+    return decider is not None and decider.strip()[0] in CLOSERS
+
+
+def _deciding_line(window: _Window, width: int) -> str | None:
+    """The first non-blank line after the cursor's indented ``width`` or less (the one that tells whether a
+    bracket opened on a line of that indentation is closed), or None within :data:`SCAN_LINES`."""
+    after = window.lines[window.cursor_index + 1 : window.cursor_index + 1 + SCAN_LINES]
+    return next((line for line in after if line.strip() and indent_width(line) <= width), None)
 
 
 def _unmatched_opener_lines(window: _Window, spec: LanguageSpec) -> list[int]:
@@ -251,12 +255,12 @@ def unclosed_blocks(window: _Window, spec: LanguageSpec) -> int:
     bracket's line: it is there when that line is at the same indentation and starts with a closing bracket.
     A line indented less, a statement at its indentation, or the document's end means the closer is missing;
     counting stops at the first bracket that is closed, or whose closer the window does not show."""
-    after = window.lines[window.cursor_index + 1 : window.cursor_index + 1 + SCAN_LINES]
+    scanned_to_end = window.at_end and len(window.lines) - window.cursor_index - 1 < SCAN_LINES
     count = 0
     for opener in _unmatched_opener_lines(window, spec):
         width = indent_width(window.lines[opener])
-        decider = next((line for line in after if line.strip() and indent_width(line) <= width), None)
-        if decider is None and not (window.at_end and len(after) < SCAN_LINES):
+        decider = _deciding_line(window, width)
+        if decider is None and not scanned_to_end:
             break
         if decider is not None and indent_width(decider) == width and decider.strip()[0] in CLOSERS:
             break
