@@ -10,13 +10,13 @@ import argparse
 import json
 import shlex
 import statistics
-import sys
 import tempfile
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from lookahead_lsp.evaluation.commands.bench import progress
 from lookahead_lsp.evaluation.infill import model_parts, run_daemon, run_raw
 from lookahead_lsp.evaluation.infill_suites import (
     SUITES,
@@ -83,10 +83,6 @@ def daemon_options(args: argparse.Namespace) -> dict[str, Any]:
 
 def daemon_command(args: argparse.Namespace) -> list[str] | None:
     return shlex.split(args.daemon_command) if args.daemon_command else None
-
-
-def progress(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
 
 
 def run(args: argparse.Namespace) -> int:
