@@ -36,6 +36,7 @@ MAX_CHARS = 16
 TAIL_CHARS = 512  # text healing tokenizes only this much of the prefix's last line
 _BLANKS = (b" ", b"\t")
 PROBE = "x"  # a word after trailing whitespace: how the tokenizer splits that whitespace before code
+EXCLUDING_KEPT = 64  # VocabIndex.excluding answers kept
 
 
 @functools.cache
@@ -81,6 +82,7 @@ class VocabIndex:
         self._ids = array("i", sorted(present, key=self.token_bytes))  # stable: equal bytes by id
         self._compatible_cache: dict[bytes, tuple[int, ...]] = {}
         self._word_cache: dict[bytes, tuple[int, ...]] = {}  # word_after's answers: whitespace, a few keys
+        self._excluding_cache: dict[tuple[int, int], tuple[Sequence[int] | None, frozenset[int], tuple[int, ...]]] = {}
 
     @classmethod
     def from_tokenizer(cls, tokenizer: Any) -> VocabIndex:
@@ -132,6 +134,18 @@ class VocabIndex:
     def size(self) -> int:
         """Ids in the vocabulary (special tokens included)."""
         return len(self._offsets) - 1
+
+    def excluding(self, ids: Sequence[int] | None, banned: frozenset[int]) -> tuple[int, ...]:
+        """``ids`` (None: every id) without ``banned``; kept per pair of objects (the sequences this index hands
+        out are cached, so a constraint's answer is the same object step after step and request after request)."""
+        key = (id(ids), id(banned))
+        kept = self._excluding_cache.get(key)
+        if kept is None or kept[0] is not ids or kept[1] is not banned:
+            kept = (ids, banned, tuple(i for i in (range(self.size) if ids is None else ids) if i not in banned))
+            if len(self._excluding_cache) > EXCLUDING_KEPT:
+                self._excluding_cache.clear()
+            self._excluding_cache[key] = kept
+        return kept[2]
 
     def closers_line_end(self, blank_allowed: bool) -> frozenset[int]:
         """Ids that end a line holding only closing brackets (``Ġ}\n``, ``);\n``; with ``blank_allowed`` False,

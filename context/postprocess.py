@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
@@ -266,9 +266,6 @@ class NoStrayCloser:
 
     vocab: VocabIndex
     inner: TokenConstraint | None = None
-    _kept: dict[tuple[int, bool], tuple[Sequence[int] | None, tuple[int, ...]]] = field(
-        default_factory=dict, repr=False
-    )
 
     def allowed(self, generated: Sequence[int]) -> Sequence[int] | None:
         inner = self.inner.allowed(generated) if self.inner is not None else None
@@ -276,14 +273,7 @@ class NoStrayCloser:
         code = written.strip(b" \t")
         if b"\n" in written or code.strip(CLOSING):
             return inner  # the first line is done, or holds more than closers: the stop rules take over
-        key = (id(inner), bool(code))
-        cached = self._kept.get(key)
-        if cached is None or cached[0] is not inner:  # the inner constraint's answers are cached objects
-            banned = self.vocab.closers_line_end(blank_allowed=not code)
-            ids = inner if inner is not None else range(self.vocab.size)
-            cached = (inner, tuple(i for i in ids if i not in banned))
-            self._kept[key] = cached
-        return cached[1]
+        return self.vocab.excluding(inner, self.vocab.closers_line_end(blank_allowed=not code))
 
 
 def completion_constraint(

@@ -30,7 +30,7 @@ from lookahead_lsp.decoder.policy import (
 )
 from lookahead_lsp.decoder.runtime.packed_model import is_packed
 from lookahead_lsp.decoder.slots import DEFAULT_SLOTS
-from lookahead_lsp.decoder.steps import Generation, SlotDecoder, argmax, drive, pick, plain_step
+from lookahead_lsp.decoder.steps import Generation, SlotDecoder, allowed_index, argmax, drive, pick, plain_step
 from lookahead_lsp.decoder.tree import TokenTree, build_tree, verify
 from lookahead_lsp.decoder.types import DecodeRequest, DecodeResult
 
@@ -183,7 +183,7 @@ class _Run:
             keep = 0
             for i, token in enumerate(draft.tokens):
                 allowed = self.gen.allowed(draft.tokens[:i])
-                if allowed is not None and token not in set(allowed):
+                if allowed is not None and token not in allowed_index(allowed)[0]:
                     break
                 keep = i + 1
             if keep:

@@ -7,6 +7,7 @@ the constraint behave identically in both.
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
 from typing import Protocol
 
@@ -28,11 +29,30 @@ def argmax(logits: torch.Tensor) -> int:
     return int(torch.argmax(logits).item())
 
 
+ALLOWED_KEPT = 16  # allowed-id sequences whose set and index tensor are kept (:func:`allowed_index`)
+_ALLOWED: OrderedDict[int, tuple[Sequence[int], frozenset[int], torch.Tensor]] = OrderedDict()
+
+
+def allowed_index(allowed: Sequence[int]) -> tuple[frozenset[int], torch.Tensor]:
+    """The set and the index tensor of an allowed-ids sequence, kept per sequence object: constraints hand out
+    the same cached sequences step after step and request after request, and turning one of a whole
+    vocabulary's ids into a tensor costs about 20 ms on a CPU."""
+    kept = _ALLOWED.get(id(allowed))
+    if kept is None or kept[0] is not allowed:
+        kept = (allowed, frozenset(allowed), torch.as_tensor(list(allowed), dtype=torch.long))
+        _ALLOWED[id(allowed)] = kept
+        if len(_ALLOWED) > ALLOWED_KEPT:
+            _ALLOWED.popitem(last=False)
+    else:
+        _ALLOWED.move_to_end(id(allowed))
+    return kept[1], kept[2]
+
+
 def pick(logits: torch.Tensor, allowed: Sequence[int] | None) -> int:
     """Greedy choice from one position's logits, restricted to ``allowed`` ids when given."""
     if not allowed:  # None: no constraint; empty: none of the ids fits, so the model's own choice
         return argmax(logits)
-    ids = torch.as_tensor(list(allowed), dtype=torch.long, device=logits.device)
+    ids = allowed_index(allowed)[1].to(logits.device)
     return int(ids[torch.argmax(logits.index_select(0, ids))].item())
 
 
