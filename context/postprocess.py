@@ -146,7 +146,10 @@ def _find_cut(text: str, rules: StopRules, final: bool) -> int | None:
 def _closer_cut(text: str, shape: CompletionShape, brackets: _Brackets, final: bool) -> int | None:
     """Before a closing bracket that was not pending; after the line closing the pending ones of a block."""
     floor = -shape.may_close
+    reopened_until = -1  # the end of a `} else {` line: its brackets are judged by where it ends
     for index, depth in zip(brackets.indices, brackets.depths, strict=True):
+        if index < reopened_until:
+            continue
         if depth < floor:
             line_start = text.rfind("\n", 0, index) + 1
             closer_led = not text[line_start:index].strip()
@@ -154,7 +157,8 @@ def _closer_cut(text: str, shape: CompletionShape, brackets: _Brackets, final: b
                 newline = text.find("\n", index)
                 if newline < 0 and not final:
                     return None  # the rest of the line tells
-                if brackets.depth_at(len(text) if newline < 0 else newline) >= floor:
+                reopened_until = len(text) if newline < 0 else newline
+                if brackets.depth_at(reopened_until) >= floor:
                     continue
             return line_start if closer_led else index
         if depth == floor and floor < 0 and shape.kind == "block":

@@ -178,7 +178,8 @@ def complete(
 
     The keystroke deadlines (counted from the key: ``queue_ms`` before now) end a completion at a line end
     (a runaway first line at a word end, ``line_cap_ms``). With ``publish`` they are publish points instead:
-    ``publish`` gets the completion as it would have ended there (``final`` False) and decoding goes on, on
+    ``publish`` gets the completion as it would have ended there (``final`` False; a cut that shows nothing yet
+    is not published: the request waits for text) and decoding goes on, on
     the same KV and under the same stop rules, to the whole completion (returned, ``final`` True)."""
     clock = StageClock(queue=queue_ms)
     key_time = time.perf_counter() - queue_ms / 1000.0
@@ -196,6 +197,8 @@ def complete(
     def published(tokens: Sequence[int], visible: str) -> None:
         if publish is not None and not cancel.cancelled:
             text = trim_visible(plan, visible, truncated=False)
+            if not text:
+                return  # nothing to show yet: the request waits for the first text or the whole run
             stats = DecodeStats(prompt_tokens=len(built.token_ids), new_tokens=len(tokens), finish_reason="stop")
             edit = edit_for(doc, offset, text)
             publish(Completion(snapshot.request_id, snapshot, edit, list(tokens), stats, clock.total(), final=False))

@@ -389,3 +389,7 @@ def test_a_closer_that_reopens_its_line_is_kept() -> None:
     assert trim("} else {\n", shape, text[cursor:]) == "} else {"
     assert trim("}\n", shape, text[cursor:]) == ""  # a stray closer alone is still cut
     assert StopRules(shape, text[cursor:]).check("} els") is None  # the rest of the line tells
+    # its own brackets are judged by where the line ends: the leading `}` does not make `)` a stray closer
+    assert trim("} else if (n == ')') {\n", shape, text[cursor:]) == "} else if (n == ')') {"
+    assert trim("} else if (a[n] > 1.7f) {\n", shape, text[cursor:]) == "} else if (a[n] > 1.7f) {"
+    assert trim("} else if (n > 1)) {\n", shape, text[cursor:]) == ""  # one `)` too many: still cut
