@@ -14,7 +14,7 @@ No compiler, a failed build or a wrong answer on a probe: :func:`native_kernel` 
 keep ATen's int4 kernel (decoder/packed_linear.py) and the flash-attention row plan (decoder/row_attention.py);
 the reason is logged once.
 
-``$LOOKAHEAD_LSP_NATIVE=0`` turns the native kernel off (for comparisons: ``lookahead-lsp bench-passes``).
+``$LOOKAHEAD_LSP_NATIVE=0`` turns the native kernel off (for comparisons: ``lookahead-lsp bench passes``).
 """
 
 from __future__ import annotations
