@@ -348,6 +348,7 @@ def build(root: Path, cxx: str, level: str) -> Path:
                 text=True,
                 timeout=300,
                 check=False,
+                env={**os.environ, "TMPDIR": scratch},  # the compiler's own temporaries in the cache, not /tmp
             )
         except (OSError, subprocess.SubprocessError) as exc:
             raise RuntimeError(f"{cxx}: {exc}") from exc
