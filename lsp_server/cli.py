@@ -25,29 +25,33 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 """Subcommand -> (module under ``lookahead_lsp``, help); ``bench`` and ``eval`` name theirs in :data:`GROUPS`."""
 
-BENCHMARKS: dict[str, tuple[str, str]] = {
-    "speed": ("evaluation.commands.bench", "Decoders' speed on fill-in-the-middle holes in real code."),
-    "layouts": ("evaluation.commands.layouts", "Prompt layouts and budgets: exact match against keystroke cost."),
-    "sessions": ("evaluation.commands.sessions", "Typing sessions through the daemon: keystroke latency."),
-    "pauses": ("evaluation.commands.pauses", "After a pause: first ghost text, whole line and block, exact."),
-    "remote": ("evaluation.commands.remote", "The local decoder against a remote engine, keystroke latency."),
-    "index": ("evaluation.commands.index", "The workspace n-gram index at workspace scale."),
-    "passes": ("evaluation.commands.passes", "Forward-pass time by tokens: ours and transformers'."),
-    "oneshot": ("evaluation.commands.oneshot", "Lookahead against greedy, one `complete` process per run."),
-    "memory": ("evaluation.commands.memory", "The daemon's resident memory over rounds of documents."),
-    "idle": ("evaluation.commands.idle", "The idle daemon in a workspace with a virtualenv: CPU, watches."),
-    "typing": ("evaluation.commands.typing", "Typing line after line: what each keystroke re-prefills."),
-    "switch": ("evaluation.commands.switch", "Back in a file after another: a KV cache per document or one."),
+BENCHMARKS: dict[str, str] = {
+    "speed": "Decoders' speed on fill-in-the-middle holes in real code.",
+    "layouts": "Prompt layouts and budgets: exact match against keystroke cost.",
+    "sessions": "Typing sessions through the daemon: keystroke latency.",
+    "pauses": "After a pause: first ghost text, whole line and block, exact.",
+    "remote": "The local decoder against a remote engine, keystroke latency.",
+    "index": "The workspace n-gram index at workspace scale.",
+    "passes": "Forward-pass time by tokens: ours and transformers'.",
+    "oneshot": "Lookahead against greedy, one `complete` process per run.",
+    "memory": "The daemon's resident memory over rounds of documents.",
+    "idle": "The idle daemon in a workspace with a virtualenv: CPU, watches.",
+    "typing": "Typing line after line: what each keystroke re-prefills.",
+    "switch": "Back in a file after another: a KV cache per document or one.",
 }
-SUITES: dict[str, tuple[str, str]] = {
-    "repo": ("evaluation.commands.eval", "Completion quality on fill-in-the-middle holes cut from real code."),
-    "infill": (
-        "evaluation.commands.infill",
-        "Infilling suites (HumanEval FIM, Python/JS/Java): the daemon as the editor shows it beside the raw model.",
-    ),
+SUITES: dict[str, str] = {
+    "repo": "Completion quality on fill-in-the-middle holes cut from real code.",
+    "infill": "HumanEval infilling (Python, JS, Java): the daemon as an editor shows it beside the raw model.",
 }
-GROUPS: dict[str, dict[str, tuple[str, str]]] = {"bench": BENCHMARKS, "eval": SUITES}
-"""Commands that run one of several named modules: name -> (module under ``lookahead_lsp``, help)."""
+GROUPS: dict[str, dict[str, str]] = {"bench": BENCHMARKS, "eval": SUITES}
+"""Commands that run one of several named modules: name -> help; the module is ``evaluation/commands/<name>.py``
+(:data:`MODULE_OF` names the others)."""
+MODULE_OF = {"speed": "bench", "repo": "eval"}
+
+
+def member_module(name: str) -> str:
+    """The module (under ``lookahead_lsp``) of a benchmark or suite."""
+    return f"evaluation.commands.{MODULE_OF.get(name, name)}"
 
 
 class UsageError(Exception):
@@ -79,20 +83,20 @@ def build_parser(command: str | None = None, name: str | None = None) -> argpars
     return parser
 
 
-def add_group(parser: argparse.ArgumentParser, members: dict[str, tuple[str, str]], chosen: str | None) -> None:
+def add_group(parser: argparse.ArgumentParser, members: dict[str, str], chosen: str | None) -> None:
     """``--list`` and one sub-command per member; only ``chosen``'s module is imported."""
     parser.add_argument("--list", action="store_true", help="list the names, one line each")
     names = parser.add_subparsers(dest="name", metavar="NAME", title="names")
-    for member, (module_name, help_text) in members.items():
+    for member, help_text in members.items():
         sub = names.add_parser(member, help=help_text, description=help_text)
         if member == chosen:
-            importlib.import_module(f"lookahead_lsp.{module_name}").add_arguments(sub)
+            importlib.import_module(f"lookahead_lsp.{member_module(member)}").add_arguments(sub)
 
 
-def listing(members: dict[str, tuple[str, str]]) -> str:
+def listing(members: dict[str, str]) -> str:
     """``NAME  help`` per line, the names aligned."""
     width = max(map(len, members))
-    return "\n".join(f"{member:<{width}}  {help_text}" for member, (_, help_text) in members.items())
+    return "\n".join(f"{member:<{width}}  {help_text}" for member, help_text in members.items())
 
 
 def add_global_arguments(parser: argparse.ArgumentParser) -> None:
@@ -120,7 +124,7 @@ def module_of(args: argparse.Namespace) -> str:
     members = GROUPS[args.command]
     if args.name is None:
         raise UsageError(f"name a {args.command} ({', '.join(members)}) or ask for --list")
-    return members[args.name][0]
+    return member_module(args.name)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
