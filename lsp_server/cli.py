@@ -123,7 +123,7 @@ def module_of(args: argparse.Namespace) -> str:
         return COMMANDS[args.command][0]
     members = GROUPS[args.command]
     if args.name is None:
-        raise UsageError(f"name a {args.command} ({', '.join(members)}) or ask for --list")
+        raise UsageError(f"which one? {', '.join(members)} (--list says what each does)")
     return member_module(args.name)
 
 

@@ -74,7 +74,7 @@ def test_list_walks_every_name_and_each_parses_its_own_arguments(group: str) -> 
 
 def test_a_group_without_a_name_or_with_an_old_one_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["bench"]) == 2
-    assert "name a bench (speed, layouts" in capsys.readouterr().err
+    assert "which one? speed, layouts, sessions" in capsys.readouterr().err
     with pytest.raises(SystemExit) as exit_:
         main(["bench-passes"])
     assert exit_.value.code == 2
