@@ -4,7 +4,8 @@
 message becomes the current step. A step's line is written once the step has run ``after_s`` (a quick step,
 or a command that fails at once, writes nothing), later messages of the same task at most every ``gap_s``;
 and from a thread of its own, ``still <step> (N s)`` after every ``every_s`` seconds without a line, so that
-a long step (converting, loading or timing a model, indexing a workspace) never looks like a hang. Lines go
+a long step (converting, loading or timing a model, indexing a workspace) never looks like a hang; once a line
+is out, no ``every_s`` passes without one, between steps included. Lines go
 to ``stream`` (stderr), never to stdout: stdout carries the command's answer. :meth:`ProgressLines.tick` is
 the whole decision, on the clock it is given, so that it is tested without threads. Every event also goes on
 to ``forward`` (the command line's log).
@@ -41,6 +42,7 @@ class ProgressLines:
         self._since = clock()  # when the current step began
         self._shown: str | None = None  # the step text last written
         self._last = clock()  # when a line was last written
+        self._wrote = False  # whether any line was (a command that stays quick writes none)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="progress-lines", daemon=True)
 
@@ -65,14 +67,18 @@ class ProgressLines:
                 self._write(text, now)
 
     def tick(self) -> None:
-        """Write what is due now: the current step once it has run ``after_s``, else "still" after ``every_s``."""
+        """Write what is due now: the current step once it has run ``after_s`` (at once after ``every_s`` without
+        a line), else "still <step>" after ``every_s`` without a line; between steps, "still working" then."""
         with self._lock:
             now = self.clock()
-            if self._step is None or now - self._since < self.after_s:
-                return
-            if self._shown is None:
-                self._write(self._step, now)
-            elif now - self._last >= self.every_s:
+            quiet = self._wrote and now - self._last >= self.every_s
+            if self._step is None:
+                if quiet:
+                    self._write(f"still working ({now - self._last:.0f} s since the last step)", now)
+            elif self._shown is None:
+                if now - self._since >= self.after_s or quiet:
+                    self._write(self._step, now)
+            elif quiet:
                 self._write(f"still {self._step} ({now - self._since:.0f} s)", now)
 
     def done(self) -> None:
@@ -82,7 +88,7 @@ class ProgressLines:
 
     def _write(self, text: str, now: float) -> None:
         print(f"{self.prefix}: {text}", file=self.stream, flush=True)
-        self._shown, self._last = self._step, now
+        self._shown, self._last, self._wrote = self._step, now, True
 
     def _run(self) -> None:
         while not self._stop.wait(0.25):

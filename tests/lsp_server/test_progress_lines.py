@@ -64,13 +64,20 @@ def test_a_tasks_progress_messages_are_spaced_and_a_new_task_starts_over() -> No
     clock.now += 1.0
     lines.tick()
     lines.finished("index", "workspace indexed")
-    clock.now += 60
+    clock.now += 7.9
     lines.tick()
     assert lines_of(stream) == [
         "complete: model: loading embedded",
         "complete: model: packing",
         "complete: index: scanning",
     ]
+    clock.now += 0.1  # eight seconds without a line, between steps: it still says so
+    lines.tick()
+    assert lines_of(stream)[3:] == ["complete: still working (8 s since the last step)"]
+    clock.now += 8.0
+    lines.step("completing")  # after eight quiet seconds a new step is out at once, not after its second
+    lines.tick()
+    assert lines_of(stream)[4:] == ["complete: completing"]
 
 
 def test_the_thread_writes_while_a_step_runs() -> None:
