@@ -52,6 +52,14 @@ class Snapshot:
     roots: list[str]
     tokenizer_key: str
     files: dict[str, StoredFile] = field(default_factory=dict)
+    outside: list[str] = field(default_factory=list)  # entries dropped on load: paths outside every root
+
+
+def inside_roots(path: str, roots: Sequence[str]) -> bool:
+    """Whether ``path`` (absolute, normalized: no ``..``) lies under one of ``roots``."""
+    if not os.path.isabs(path) or os.path.normpath(path) != path:
+        return False
+    return any(path.startswith(root.rstrip(os.sep) + os.sep) for root in roots)
 
 
 def normalized_roots(roots: Sequence[str | Path]) -> list[str]:
@@ -152,7 +160,8 @@ class SnapshotError(Exception):
 
 def decode_snapshot(data: bytes, roots: list[str], tokenizer: str, limit: int | None = None) -> Snapshot:
     """The snapshot in ``data``, checked to belong to ``roots`` and ``tokenizer`` (and, given the vocabulary's
-    ``limit``, to hold only token ids below it); raises SnapshotError."""
+    ``limit``, to hold only token ids below it); raises SnapshotError. Entries outside the roots are left out
+    (listed in ``outside``)."""
     try:
         payload = msgpack.unpackb(data, raw=False)
     except Exception as exc:  # msgpack raises several unrelated types on garbage
@@ -170,7 +179,11 @@ def decode_snapshot(data: bytes, roots: list[str], tokenizer: str, limit: int | 
     try:
         for path, size, mtime_ns, blob in payload["files"]:
             name = _path_in(path)
-            snapshot.files[name] = StoredFile(name, _count(size), _count(mtime_ns), _token_ids(blob, limit))
+            stored = StoredFile(name, _count(size), _count(mtime_ns), _token_ids(blob, limit))
+            if inside_roots(name, roots):
+                snapshot.files[name] = stored
+            else:
+                snapshot.outside.append(name)
     except (KeyError, TypeError, ValueError) as exc:
         raise SnapshotError(f"malformed file entry: {exc}") from exc
     return snapshot
@@ -228,11 +241,42 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def _boot_time() -> float | None:
+    try:
+        for line in Path("/proc/stat").read_text().splitlines():
+            if line.startswith("btime "):
+                return float(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def writer_alive(pid: int, written: float) -> bool:
+    """Whether the process ``pid`` that named a temporary file last written at ``written`` (epoch seconds) can
+    still be writing it: it exists, is no zombie (killed, not yet reaped), and started before ``written`` (a
+    later process given the same pid, as after a container's restart, is not the writer). Where there is no
+    /proc, only the first."""
+    boot = _boot_time()
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except FileNotFoundError:
+        return False if boot is not None else _alive(pid)
+    except (OSError, IndexError):
+        return _alive(pid)
+    if fields[0] in ("Z", "X"):
+        return False
+    if boot is None:
+        return True
+    started = boot + int(fields[19]) / os.sysconf("SC_CLK_TCK")
+    return started <= written + 1.0  # btime is whole seconds
+
+
 def remove_stale_temporaries(directory: Path, max_age_s: float = 3600.0) -> int:
     """Delete temporary files that a killed writer left in ``directory``; how many were deleted.
 
-    A temporary file is stale when the process named in it is gone (or, for a name without a process
-    id, when it is older than ``max_age_s``); a live writer's file is left alone.
+    A temporary file is stale when the process named in it cannot be writing it (:func:`writer_alive`: gone,
+    a zombie, or a newer process with the same pid), or, for a name without a process id, when it is older
+    than ``max_age_s``; a live writer's file is left alone.
     """
     removed = 0
     try:
@@ -245,7 +289,8 @@ def remove_stale_temporaries(directory: Path, max_age_s: float = 3600.0) -> int:
         parts = entry.name.split(".")
         pid = int(parts[-3]) if len(parts) >= 4 and parts[-3].isdigit() else None
         try:
-            stale = not _alive(pid) if pid is not None else time.time() - entry.stat().st_mtime > max_age_s
+            written = entry.stat(follow_symlinks=False).st_mtime
+            stale = not writer_alive(pid, written) if pid is not None else time.time() - written > max_age_s
             if stale and entry.is_file(follow_symlinks=False):
                 os.unlink(entry.path)
                 removed += 1
@@ -262,7 +307,8 @@ def save_snapshot(path: Path, snapshot: Snapshot) -> None:
 
 def load_snapshot(path: Path, roots: Sequence[str | Path], tokenizer: str, limit: int | None = None) -> Snapshot | None:
     """The stored snapshot, or ``None`` (missing; or corrupt, foreign or holding a token id at or above the
-    vocabulary's ``limit``: then logged once and deleted)."""
+    vocabulary's ``limit``: then logged once and deleted). Entries outside the workspace are dropped with one
+    warning (the caller saves the snapshot again without them)."""
     try:
         if not stat.S_ISREG(path.stat().st_mode):  # a directory, a FIFO: never read (a FIFO would block)
             raise IsADirectoryError(f"{path} is not a regular file")
@@ -273,8 +319,19 @@ def load_snapshot(path: Path, roots: Sequence[str | Path], tokenizer: str, limit
         log.warning("workspace index snapshot %s unreadable (%s); rebuilding", path, exc)
         return None
     try:
-        return decode_snapshot(data, normalized_roots(roots), tokenizer, limit)
+        snapshot = decode_snapshot(data, normalized_roots(roots), tokenizer, limit)
     except SnapshotError as exc:
         log.warning("workspace index snapshot %s discarded (%s); rebuilding", path, exc)
         path.unlink(missing_ok=True)
         return None
+    if snapshot.outside:
+        count = len(snapshot.outside)
+        log.warning(
+            "workspace index snapshot %s: %d entr%s outside the workspace dropped (%r%s)",
+            path,
+            count,
+            "y" if count == 1 else "ies",
+            snapshot.outside[0],
+            ", ..." if count > 1 else "",
+        )
+    return snapshot

@@ -181,7 +181,7 @@ class WorkspaceIndex:
             self.index.build(self._effective_files())
             stats.index_seconds = time.perf_counter() - t0
         stats.files, stats.tokens, stats.index_bytes = self.index.num_files, self.index.num_tokens, self.index.nbytes
-        if stats.tokenized_files or snapshot is None or len(snapshot.files) != len(disk):
+        if stats.tokenized_files or snapshot is None or snapshot.outside or len(snapshot.files) != len(disk):
             self.save()
         stats.build_seconds = time.perf_counter() - started
         self.stats = stats

@@ -18,7 +18,7 @@ from lookahead_lsp.decoder.drafts import Draft
 
 # Relative pass cost by number of tokens: the default where nothing was measured. CPU: this 2-core AVX-512 machine,
 # the embedded 0.5B model in fp32 on oneDNN's linear kernels (decoder/cpu_linear.py), 800 tokens in the cache,
-# best of 7 (`lookahead-lsp bench-passes`, docs/benchmarks.md); 32 from a separate run.
+# best of 7 (`lookahead-lsp bench passes`, docs/benchmarks.md); 32 from a separate run.
 CPU_COST: tuple[tuple[int, float], ...] = (
     (1, 1.0),
     (2, 1.33),
@@ -32,7 +32,7 @@ CPU_COST: tuple[tuple[int, float], ...] = (
 )
 # The same model on its GGUF's codes through the native pass (decoder/native_pass.py and its kernels): the mean of
 # its avx512 (VNNI) and avx2 (maddubs/madd) levels on a 2-core AMD EPYC Zen 4, best of 9 after an 800-token
-# context (`lookahead-lsp bench-passes --only daemon --repeats 9`, docs/runs/2026-11-25-passes-zen4; 8 tokens
+# context (`lookahead-lsp bench passes --only daemon --repeats 9`, docs/runs/2026-11-25-passes-zen4; 8 tokens
 # 1.79x at avx512, 2.20x at avx2). A one-token pass reads the weights at the memory's speed; the kernel decodes each
 # tile of weights once per 8 rows of the pass, so each further row costs its integer dot products and its attention
 # (and 9 rows decode the weights twice). The start-up timing (CostModel.blended) and the live passes correct it

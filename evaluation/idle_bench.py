@@ -1,6 +1,6 @@
 """What an idle daemon costs in a real project with a virtualenv and node_modules beside the code.
 
-``lookahead-lsp bench-idle`` copies a real repository into a scratch workspace, adds ``--ignored`` directories
+``lookahead-lsp bench idle`` copies a real repository into a scratch workspace, adds ``--ignored`` directories
 under ``.venv`` (with its ``pyvenv.cfg``) and ``node_modules`` (both in the ``.gitignore``, as in most projects),
 starts the daemon over stdio with the real model and, once the workspace index is built, prints: the daemon's
 CPU-seconds over ``--idle-s`` seconds of idle, the inotify watches it holds (``/proc/PID/fdinfo``), the directories

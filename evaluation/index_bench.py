@@ -1,4 +1,4 @@
-"""Benchmark of the workspace n-gram index at workspace scale (``lookahead-lsp bench-index``).
+"""Benchmark of the workspace n-gram index at workspace scale (``lookahead-lsp bench index``).
 
 Workload: real Python files from this interpreter's site-packages, tokenized with the real tokenizer (that
 step gives the tokenization throughput), then copied with perturbation up to ``--tokens`` (default 10M): each
@@ -127,7 +127,7 @@ def time_updates(index: NgramIndex, files: list[np.ndarray], rounds: int) -> dic
 
 
 def run_index_bench(args: argparse.Namespace) -> dict[str, Any]:
-    """Every figure of the module docstring (``lookahead-lsp bench-index``: evaluation/commands/index.py)."""
+    """Every figure of the module docstring (``lookahead-lsp bench index``: evaluation/commands/index.py)."""
     tokenizer = load_tokenizer(args.model)
     texts = corpus_files(args.corpus_chars)
     held_out_count = max(1, len(texts) // 10)

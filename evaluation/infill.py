@@ -1,4 +1,4 @@
-"""The two sides of ``eval-infill``: the daemon as an editor shows it, and the raw model beside it.
+"""The two sides of ``eval infill``: the daemon as an editor shows it, and the raw model beside it.
 
 Each runner takes holes (``evaluation/infill_suites.py``) and returns one :class:`Answer` per hole.
 

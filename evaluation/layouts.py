@@ -8,7 +8,7 @@ left in the cache (the decoder's ``warm``): the tokens and milliseconds of that 
 keystroke pays before its first decoding step. Both prompts use the same context snippets, so the layout
 alone decides what the keystroke invalidates.
 
-Run: ``lookahead-lsp bench-layouts --holes 8 --budgets 256,512,1024 --layouts psm,spm,psm-short``.
+Run: ``lookahead-lsp bench layouts --holes 8 --budgets 256,512,1024 --layouts psm,spm,psm-short``.
 """
 
 from __future__ import annotations

@@ -51,7 +51,7 @@ class LlamaServerDecoder:
         self.url = url.rstrip("/")
         self.timeout_s = timeout_s
         self.cache_prompt = cache_prompt  # the sweep's repeats decode again without prefilling again
-        self.stop_strings: tuple[str, ...] = ()  # the server ends generation at these (eval-infill: a line end)
+        self.stop_strings: tuple[str, ...] = ()  # the server ends generation at these (eval infill: a line end)
 
     def body(self, request: DecodeRequest) -> dict[str, Any]:
         """The JSON body of the ``/completion`` request for ``request``."""

@@ -1,6 +1,6 @@
 """Resident memory of a daemon over rounds of documents opened, typed into and closed (issues 21, 43).
 
-``lookahead-lsp bench-memory --model DIR`` starts ``lookahead-lsp serve``, then in each round opens
+``lookahead-lsp bench memory --model DIR`` starts ``lookahead-lsp serve``, then in each round opens
 ``--docs`` documents, types ``--keys`` characters into each (a completion request after every key) and closes
 them all, and prints the daemon's resident memory (VmRSS) after each round. A flat curve means closed
 documents give back what they held. When ready and after the last round it prints where the resident

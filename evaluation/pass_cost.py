@@ -1,6 +1,6 @@
 """Forward-pass time by number of tokens, as loaded by the daemon and as transformers loads it.
 
-``lookahead-lsp bench-passes [--context 800] [--repeats 9] [--only daemon,dense,transformers]`` prints, for
+``lookahead-lsp bench passes [--context 800] [--repeats 9] [--only daemon,dense,transformers]`` prints, for
 passes of 1 to 16 tokens after a context of ``--context`` tokens (masked, as lookahead steps are), the best and
 median milliseconds of the daemon's model (on a CPU: the GGUF's codes on the native kernel,
 :mod:`decoder.packed_model`), of the same on ATen's int4 kernel (``int4``), of the daemon's dense float32 model

@@ -20,7 +20,7 @@ embedded model ``--model`` names (the same file the local decoder converts), sta
 (``evaluation/llama_peer.py``): an embedded model's GGUF file (:func:`embedded_gguf`) and the engine process
 (:class:`LlamaServer`).
 
-Usage: lookahead-lsp bench-remote [--via lsp|decoder] [--holes 2] [--keystrokes 6] [--max-new-tokens 24]
+Usage: lookahead-lsp bench remote [--via lsp|decoder] [--holes 2] [--keystrokes 6] [--max-new-tokens 24]
        [--url URL] [--model embedded|embedded-1.5b]
 """
 
@@ -392,7 +392,7 @@ def lsp_replay(names: Sequence[str], url: str, extra: dict[str, Any], args: argp
 def _parts(model: str) -> EmbeddedParts:
     parts = embedded_parts(model)
     if parts is None:
-        raise UsageError(f"--model {model!r}: bench-remote runs an embedded model ({', '.join(EMBEDDED_MODELS)})")
+        raise UsageError(f"--model {model!r}: bench remote runs an embedded model ({', '.join(EMBEDDED_MODELS)})")
     return parts
 
 
@@ -409,7 +409,7 @@ def _engine(args: argparse.Namespace, out_dir: Path) -> Iterator[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    """``lookahead-lsp bench-remote`` (its arguments: ``evaluation/commands/remote.py``)."""
+    """``lookahead-lsp bench remote`` (its arguments: ``evaluation/commands/remote.py``)."""
     out_dir = Path(args.out) if args.out else ROOT / ".artifacts" / "remote-bench"
     out_dir.mkdir(parents=True, exist_ok=True)
     names = [n.strip() for n in args.backends.split(",") if n.strip()]

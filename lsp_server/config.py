@@ -184,25 +184,22 @@ _SETTINGS: dict[str, tuple[str, Check]] = {
 }
 
 
-def section(settings: Any) -> Any:
-    """The ``"lookahead"`` section of a settings object, or the object itself when it has no such key."""
-    if isinstance(settings, Mapping) and isinstance(settings.get(SECTION), Mapping):
-        return settings[SECTION]
-    return settings
-
-
 def parse_config(raw: Any, previous: Config | None = None) -> tuple[Config, list[str]]:
     """Apply the client's settings on top of ``previous``: ``(config, errors)``, one error per bad value.
 
     ``raw`` may be ``None`` (nothing changes), the settings themselves or an object holding them under
-    ``"lookahead"``. Unknown keys are reported and ignored; a bad value keeps its previous value.
+    ``"lookahead"``; that section ``null`` means the defaults. Unknown keys are reported and ignored; a bad
+    value keeps its previous value.
     """
-    config = previous or Config()
-    raw = section(raw)
+    config, where = previous or Config(), "settings"
+    if isinstance(raw, Mapping) and SECTION in raw:
+        if raw[SECTION] is None:
+            return Config(), []
+        raw, where = raw[SECTION], f"settings section {SECTION!r}"
     if raw is None:
         return config, []
     if not isinstance(raw, Mapping):
-        return config, [f"settings must be an object, got {type(raw).__name__}"]
+        return config, [f"{where} must be an object, got {type(raw).__name__}"]
     changes: dict[str, Any] = {}
     errors: list[str] = []
     for key, value in raw.items():

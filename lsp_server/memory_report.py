@@ -1,4 +1,4 @@
-"""Where the daemon's resident megabytes go: the breakdown that ``lookahead.memory`` answers (``bench-memory``).
+"""Where the daemon's resident megabytes go: the breakdown that ``lookahead.memory`` answers (``bench memory``).
 
 :func:`breakdown` splits the resident set (VmRSS) into parts measured inside the process, each in MB:
 

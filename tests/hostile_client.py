@@ -13,7 +13,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,14 +40,21 @@ def message(method: str | None, params: Any = None, msg_id: Any = None) -> bytes
 class HostileClient:
     """One daemon (``lookahead-lsp serve``) and everything it wrote, parsed strictly."""
 
-    def __init__(self, tmp: Path, env: dict[str, str] | None = None, answer_requests: bool = True) -> None:
-        """``answer_requests``: answer the daemon's own requests (progress) with null, as an editor does."""
+    def __init__(
+        self,
+        tmp: Path,
+        env: dict[str, str] | None = None,
+        answer_requests: bool = True,
+        wrapper: Sequence[str] = (),
+    ) -> None:
+        """``answer_requests``: answer the daemon's own requests (progress) with null, as an editor does;
+        ``wrapper``: a command the daemon runs under (``strace ...``)."""
         self.answer_requests = answer_requests
         tmp.mkdir(parents=True, exist_ok=True)
         self.stderr_path = tmp / "daemon.stderr"
         self._stderr = open(self.stderr_path, "wb")  # noqa: SIM115 (closed in close())
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "lookahead_lsp.lsp_server.cli", "serve"],
+            [*wrapper, sys.executable, "-m", "lookahead_lsp.lsp_server.cli", "serve"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._stderr,

@@ -14,7 +14,7 @@ No compiler, a failed build or a wrong answer on a probe: :func:`native_kernel` 
 keep ATen's int4 kernel (decoder/packed_linear.py) and the flash-attention row plan (decoder/row_attention.py);
 the reason is logged once.
 
-``$LOOKAHEAD_LSP_NATIVE=0`` turns the native kernel off (for comparisons: ``lookahead-lsp bench-passes``).
+``$LOOKAHEAD_LSP_NATIVE=0`` turns the native kernel off (for comparisons: ``lookahead-lsp bench passes``).
 """
 
 from __future__ import annotations
@@ -348,6 +348,7 @@ def build(root: Path, cxx: str, level: str) -> Path:
                 text=True,
                 timeout=300,
                 check=False,
+                env={**os.environ, "TMPDIR": scratch},  # the compiler's own temporaries in the cache, not /tmp
             )
         except (OSError, subprocess.SubprocessError) as exc:
             raise RuntimeError(f"{cxx}: {exc}") from exc

@@ -4,7 +4,7 @@ PyTorch sends a float32 ``nn.Linear`` on a CPU to MKL's GEMM. For the few rows o
 tokens) that path is slow on this project's reference CPU (a 2-core AMD EPYC with AVX-512): with the embedded
 0.5B model a one-token pass took 162 ms and an eight-token pass 334 ms; through oneDNN's linear kernel
 (``torch.ops.mkldnn._linear_pointwise``, the op TorchInductor emits for CPU linears) the same passes take 96 ms
-and 161 ms, and a 300-token float32 prefill 1.13 s instead of 2.3 s (``lookahead-lsp bench-passes``
+and 161 ms, and a 300-token float32 prefill 1.13 s instead of 2.3 s (``lookahead-lsp bench passes``
 compares the two in one run). The weights stay where they are, dense and shared
 (tied embeddings stay tied): only the layers' class changes, so nothing is copied.
 

@@ -1,4 +1,4 @@
-"""runtime: where a loaded model's tensor bytes go, by category (the memory breakdown of ``bench-memory``).
+"""runtime: where a loaded model's tensor bytes go, by category (the memory breakdown of ``bench memory``).
 
 :func:`tensor_footprint` walks a model (and its prefill twin, :mod:`decoder.runtime.prefill`) and sums each
 tensor's storage once, however many modules share it, under one of :data:`CATEGORIES`:

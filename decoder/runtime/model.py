@@ -393,6 +393,11 @@ def load_model(
     if progress is not None:
         progress(f"loading the model from {where}", None)
     from transformers import AutoModelForCausalLM
+    from transformers.utils import logging as transformers_logging
+
+    # No "Loading weights" bar: noise in a daemon's log, and tqdm's lock is a multiprocessing semaphore (a file
+    # made and removed in /dev/shm or the temporary directory by every process that loads a model).
+    transformers_logging.disable_progress_bar()
 
     def load_weights(in_dtype: torch.dtype) -> Any:
         found = AutoModelForCausalLM.from_pretrained(

@@ -1,4 +1,4 @@
-"""`lookahead-lsp bench`: decoding speed of every decoder configuration on the same holes cut from real code.
+"""`lookahead-lsp bench speed`: decoding speed of every decoder configuration on the same holes cut from real code.
 
 Also holds the options and loading steps that the other evaluation commands share (corpus, workloads, model).
 """

@@ -1,4 +1,4 @@
-"""`lookahead-lsp eval`: completion quality on holes cut from real code (exact match, edit similarity, and
+"""`lookahead-lsp eval repo`: completion quality on holes cut from real code (exact match, edit similarity, and
 how often completions repeat the suffix or run past the hole's block), with stop rules and trimming on and
 off and with workspace context on and off. See ``evaluation/quality.py``."""
 

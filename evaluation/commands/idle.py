@@ -1,4 +1,4 @@
-"""`lookahead-lsp bench-idle`: the idle daemon's CPU, inotify watches, overflows and change latency in a workspace
+"""`lookahead-lsp bench idle`: the idle daemon's CPU, inotify watches, overflows and change latency in a workspace
 with a virtualenv and node_modules (``evaluation/idle_bench.py``)."""
 
 from __future__ import annotations

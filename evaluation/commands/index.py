@@ -1,4 +1,4 @@
-"""`lookahead-lsp bench-index`: the workspace n-gram index at workspace scale (``evaluation/index_bench.py``)."""
+"""`lookahead-lsp bench index`: the workspace n-gram index at workspace scale (``evaluation/index_bench.py``)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`lookahead-lsp eval-infill`: public infilling suites (HumanEval FIM in Python, JavaScript, Java), the daemon as
+"""`lookahead-lsp eval infill`: public infilling suites (HumanEval FIM in Python, JavaScript, Java), the daemon as
 the editor shows it beside the raw model on the same GGUF (``evaluation/infill.py``), scored by
 ``evaluation/infill_suites.py``: exact (the Qwen2.5-Coder report's first-line rule), edit similarity, pass@1,
 empty answers, first-answer latency. One Markdown table on stdout (a row per suite and side), the holes only
@@ -159,7 +159,7 @@ def report(runs: list[Run], args: argparse.Namespace) -> str:
     table = markdown_table(HEADERS, [table_row(suite, side, a, s) for suite, side, _, a, s in runs])
     machine = machine_description()
     lines = [
-        f"## eval-infill: {args.model}, {'first ' + str(args.limit) if args.limit else 'all'} problems per suite, "
+        f"## eval infill: {args.model}, {'first ' + str(args.limit) if args.limit else 'all'} problems per suite, "
         f"the middle hole of each",
         "",
         table,

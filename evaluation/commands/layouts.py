@@ -1,4 +1,4 @@
-"""`lookahead-lsp bench-layouts`: exact match and keystroke re-prefill cost per prompt layout and budget
+"""`lookahead-lsp bench layouts`: exact match and keystroke re-prefill cost per prompt layout and budget
 (``evaluation/layouts.py``)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`lookahead-lsp bench-memory`: the daemon's resident memory over rounds of documents opened, typed into and
+"""`lookahead-lsp bench memory`: the daemon's resident memory over rounds of documents opened, typed into and
 closed, where it goes (the daemon's own breakdown) and llama-server's beside it (``evaluation/memory_rounds.py``)."""
 
 from __future__ import annotations

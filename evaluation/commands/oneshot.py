@@ -1,4 +1,4 @@
-"""`lookahead-lsp bench-oneshot`: lookahead against greedy where each completion is a new process
+"""`lookahead-lsp bench oneshot`: lookahead against greedy where each completion is a new process
 (``lookahead-lsp complete --json``), on block holes of a corpus (``evaluation/oneshot.py``)."""
 
 from __future__ import annotations

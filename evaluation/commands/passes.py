@@ -1,4 +1,4 @@
-"""`lookahead-lsp bench-passes`: forward-pass time by tokens in the pass, the daemon's model against the same
+"""`lookahead-lsp bench passes`: forward-pass time by tokens in the pass, the daemon's model against the same
 weights as transformers loads them (``evaluation/pass_cost.py``)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`lookahead-lsp bench-pauses`: what a typist sees after a pause, through the daemon (progressive ghost text):
+"""`lookahead-lsp bench pauses`: what a typist sees after a pause, through the daemon (progressive ghost text):
 the first ghost text, the whole line, the whole block, exact at 1 s and 3 s, per mode (``evaluation/lsp_replay.py``:
 progressive, deadlines, no deadlines, the old word cut)."""
 

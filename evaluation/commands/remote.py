@@ -1,4 +1,4 @@
-"""`lookahead-lsp bench-remote`: the local decoder against a remote engine (llama.cpp's server on the embedded
+"""`lookahead-lsp bench remote`: the local decoder against a remote engine (llama.cpp's server on the embedded
 GGUF unless ``--url``), keystroke to completion, through the daemon or the decoder API
 (``evaluation/remote_bench.py``)."""
 

@@ -1,4 +1,4 @@
-"""`lookahead-lsp bench-sessions`: keystroke-to-ghost-text latency of typing sessions through the daemon, with
+"""`lookahead-lsp bench sessions`: keystroke-to-ghost-text latency of typing sessions through the daemon, with
 background prefill and the cache-aware layout on and off (``evaluation/lsp_replay.py``)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`lookahead-lsp bench-switch`: back in a file after working in another, through the daemon: the first ghost
+"""`lookahead-lsp bench switch`: back in a file after working in another, through the daemon: the first ghost
 text with a KV cache per document (``kvSlots 2``, the default) and with one shared cache
 (``evaluation/switch_bench.py``)."""
 

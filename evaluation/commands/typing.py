@@ -1,4 +1,4 @@
-"""`lookahead-lsp bench-typing`: typing line after line without a model, what each keystroke re-prefills with the
+"""`lookahead-lsp bench typing`: typing line after line without a model, what each keystroke re-prefills with the
 prompt's slow parts chosen afresh and kept per document (``evaluation/typing_drift.py``)."""
 
 from __future__ import annotations

@@ -4,7 +4,8 @@ Prints the completion (or, with ``--json``, its text, token ids and statistics).
 and count UTF-16 code units, as in LSP. The whole completion: no keystroke deadlines, unless
 ``--deadline-ms`` emulates the daemon's (alone: the daemon's own; with a value: line and block deadlines).
 A bad position, an unreadable file or a model that cannot load
-is a one-line error with exit status 2.
+is a one-line error with exit status 2. A step that takes a while (loading the model, indexing) says so on
+stderr, and "still ..." every 8 s (lsp_server/progress_lines.py).
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from lookahead_lsp.lsp_server.cli import UsageError
 from lookahead_lsp.lsp_server.config import Config
 from lookahead_lsp.lsp_server.documents import Document
 from lookahead_lsp.lsp_server.engine import Engine
+from lookahead_lsp.lsp_server.model_host import QuietEvents
+from lookahead_lsp.lsp_server.progress_lines import ProgressLines
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -101,15 +104,19 @@ def run(args: argparse.Namespace) -> int:
         index_enabled=not args.no_index,
         max_new_tokens=args.max_new_tokens or Config.max_new_tokens,
     )
-    engine = Engine(config, [args.workspace or repo_root(path)], watch=False)  # one shot: no watcher
-    try:
-        engine.load_now()
-    except ModelLoadError as exc:
-        raise UsageError(f"cannot load the model: {exc}") from exc
-    try:
-        completion = pipeline.complete(pipeline.Snapshot(doc, offset, "cli"), engine, CancelToken())
-    finally:
-        engine.stop()
+    with ProgressLines("complete", forward=QuietEvents()) as progress:  # a slow step says so on stderr
+        engine = Engine(config, [args.workspace or repo_root(path)], progress, watch=False)  # one shot: no watcher
+        try:
+            progress.step(f"loading the model {config.model}")
+            engine.load_now()
+        except ModelLoadError as exc:
+            raise UsageError(f"cannot load the model: {exc}") from exc
+        try:
+            progress.step("completing")
+            completion = pipeline.complete(pipeline.Snapshot(doc, offset, "cli"), engine, CancelToken())
+        finally:
+            progress.step("saving the workspace index")
+            engine.stop()
 
     if args.json:
         stats = {

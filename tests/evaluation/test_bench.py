@@ -25,7 +25,7 @@ from lookahead_lsp.lsp_server.cli import main
 def test_bench_end_to_end_lookahead_equals_greedy(tiny_model_dir: Path, tmp_path: Path, capsys) -> None:
     out = tmp_path / "bench"
     decoders = "greedy,hf,hf-pld,lookahead,ablations,lookahead-W2N4G2"
-    argv = ["bench", "--model", str(tiny_model_dir), "--workload", "fim,repo", "--holes", "1"]
+    argv = ["bench", "speed", "--model", str(tiny_model_dir), "--workload", "fim,repo", "--holes", "1"]
     assert main([*argv, "--max-new-tokens", "8", "--decoders", decoders, "--out", str(out)]) == 0
     assert "| lookahead-no-workspace |" in capsys.readouterr().out
     assert {p.name for p in out.iterdir()} == {"bench.json", "bench.md", "speedup.png", "accepted.png"}
@@ -51,7 +51,7 @@ def test_bench_end_to_end_lookahead_equals_greedy(tiny_model_dir: Path, tmp_path
 
 def test_eval_end_to_end_writes_scored_completions(tiny_model_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "eval"
-    argv = ["eval", "--model", str(tiny_model_dir), "--workload", "fim,midline", "--holes", "1"]
+    argv = ["eval", "repo", "--model", str(tiny_model_dir), "--workload", "fim,midline", "--holes", "1"]
     assert main([*argv, "--max-new-tokens", "8", "--out", str(out)]) == 0
     data = json.loads((out / "eval.json").read_text())
     # 2 holes x workspace on/off x 3 variants

@@ -51,7 +51,7 @@ def test_llama_servers_stands_for_every_peer_configuration() -> None:
 
 
 def test_bench_refuses_a_peer_without_the_same_gguf(tiny_model_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    argv = ["bench", "--model", str(tiny_model_dir), "--holes", "1", "--decoders", "greedy,llama-server"]
+    argv = ["bench", "speed", "--model", str(tiny_model_dir), "--holes", "1", "--decoders", "greedy,llama-server"]
     assert main(argv) == 2
     assert "llama-server needs the same GGUF" in capsys.readouterr().err
 
@@ -196,7 +196,7 @@ def test_bench_beside_llama_server_end_to_end(tmp_path: Path, capsys: pytest.Cap
     if (reason := engine_unavailable()) is not None:
         pytest.skip(reason)
     out = tmp_path / "bench"
-    argv = ["bench", "--workload", "fim", "--holes", "1", "--max-new-tokens", "8", "--token-budget", "256"]
+    argv = ["bench", "speed", "--workload", "fim", "--holes", "1", "--max-new-tokens", "8", "--token-budget", "256"]
     argv += ["--decoders", "greedy,llama-server,llama-server-ngram", "--peer-threads", "1", "--out", str(out)]
     assert main(argv) == 0
     assert (

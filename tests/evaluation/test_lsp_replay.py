@@ -57,4 +57,4 @@ def test_pauses_are_watched_until_the_run_ends_and_tabled(
     saved = tmp_path / "pauses.json"
     saved.write_text(json.dumps(pauses_to_json(pauses)))
     assert pauses_markdown(pauses_from_json(json.loads(saved.read_text()))) == table
-    assert main(["bench-pauses", "--table", str(saved)]) == 0 and capsys.readouterr().out.strip() == table.strip()
+    assert main(["bench", "pauses", "--table", str(saved)]) == 0 and capsys.readouterr().out.strip() == table.strip()

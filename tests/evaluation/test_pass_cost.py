@@ -1,4 +1,4 @@
-"""`lookahead-lsp bench-passes` names the native kernel's level first (evaluation/pass_cost.py), so that a run on
+"""`lookahead-lsp bench passes` names the native kernel's level first (evaluation/pass_cost.py), so that a run on
 any machine, an ARM64 one included, reports what it measured; and its roofline line counts what a native pass
 reads and computes."""
 

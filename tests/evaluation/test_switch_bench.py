@@ -1,4 +1,4 @@
-"""`bench-switch` through the real daemon with the tiny model: back in a file, a KV cache per document prefills
+"""`bench switch` through the real daemon with the tiny model: back in a file, a KV cache per document prefills
 what changed; one shared cache prefills the whole prompt again."""
 
 from __future__ import annotations

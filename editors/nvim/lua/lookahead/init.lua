@@ -1,6 +1,6 @@
 -- lookahead-lsp for Neovim: inline ("ghost text") completions from the lookahead-lsp daemon.
 --
---   require('lookahead').setup({ settings = { model = 'embedded' } })
+--   require('lookahead').setup({ settings = { model = 'auto' } })
 --
 -- On Neovim 0.12+ the ghost text is Neovim's own (vim.lsp.inline_completion); on 0.10/0.11 it is this
 -- plugin's fallback (lua/lookahead/ghost.lua). Either way one key accepts it (<Tab> by default), others accept
