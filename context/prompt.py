@@ -10,7 +10,11 @@ That is the ``"psm"`` layout (prefix, suffix, middle), the one the report docume
 suffix first (``<|fim_suffix|>{suffix}<|fim_prefix|>{prefix}<|fim_middle|>``) so that typing at the cursor,
 which changes only the end of the prefix, leaves everything before it in the KV cache, suffix included; in
 "psm" each keystroke invalidates the suffix too. ``PromptBudget.suffix_max`` caps the suffix (a short window
-after the cursor: "psm" with little to re-prefill). :data:`PROMPT_LAYOUTS` names the measured combinations
+after the cursor: "psm" with little to re-prefill). ``"psm-line"`` keeps the trained order and the whole
+suffix yet re-prefills little: the last lines before the cursor (from a line whose number is a multiple of
+:data:`MIDDLE_LINES`) are not in the prefix but open the middle, after ``<|fim_middle|>``, as if the model had
+written them (the report's own protocol asks at a line start, the middle being the whole line), so a key there
+changes only the tokens after the suffix. :data:`PROMPT_LAYOUTS` names the measured combinations
 (docs/benchmarks.md, "Prompt layout and budget").
 
 Every part is tokenized on its own and the ids concatenated, so each part's count is exact and adding a
@@ -49,18 +53,21 @@ from typing import Any, Literal
 from lookahead_lsp.context.healing import Healing, heal_ids
 from lookahead_lsp.context.snippets import Snippet
 
-Layout = Literal["psm", "spm"]
-PromptLayout = Literal["psm", "spm", "psm-short"]
+Layout = Literal["psm", "spm", "psm-line"]
+PromptLayout = Literal["psm", "spm", "psm-short", "psm-line"]
 SHORT_SUFFIX_TOKENS = 32  # the suffix window of "psm-short"
 PROMPT_LAYOUTS: dict[str, tuple[Layout, int | None]] = {
     "psm": ("psm", None),
     "spm": ("spm", None),
     "psm-short": ("psm", SHORT_SUFFIX_TOKENS),
+    "psm-line": ("psm-line", None),
 }
 """Named layouts: (token order, suffix cap in tokens or None)."""
 CHARS_PER_TOKEN = 8  # generous: a char window of cap * 8 holds at least cap tokens of ordinary code
 MIN_SECTION_TOKENS = 16  # a context section cut to fewer tokens than this is left out
 SPARE_STEP = 32  # room the context leaves reaches a cut prefix in steps of this many tokens
+MIDDLE_LINES = 4  # "psm-line": the middle starts on the last line whose number is a multiple of this
+SPLIT_SLACK = 2  # "psm-line": tokens the prefix's cap leaves for tokenizing it in two parts
 
 SPECIAL_TOKENS = ("<|repo_name|>", "<|file_sep|>", "<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>")
 
@@ -206,28 +213,46 @@ class PromptBuilder:
         sections, context_ids = self._fit_sections(request.snippets, context_cap)
         # as steady as the snippets (context_cap moves in whole quanta); a cut section's last partial line is no room
         spare = (context_cap - len(context_ids)) // SPARE_STEP * SPARE_STEP
+        prefix_cap = max(0, prefix_cap - SPLIT_SLACK) if self.layout == "psm-line" else prefix_cap
         prefix = self._anchored_prefix(before, prefix_cap + spare, request)  # a cut prefix takes that room
         if prefix.start == 0 and len(prefix.ids) <= prefix_cap:  # an uncut one lends its own to the context
             unused = prefix_cap - len(prefix.ids) + suffix_unused
             context_cap = available - prefix_cap - suffix_cap + unused // quantum * quantum
             sections, context_ids = self._fit_sections(request.snippets, context_cap)
         prefix_line = before.count("\n", 0, prefix.start)
+        prefix, middle = self._split_middle(prefix, prefix_line) if self.layout == "psm-line" else (prefix, None)
         healing = None
         if self.heal:
-            healing = heal_ids(self.tokenizer, prefix.ids)
-            kept_text = prefix.text[: len(prefix.text) - len(healing.removed_text)]
-            prefix = _Fitted(list(healing.kept_ids or ()), kept_text, prefix.start)
-        parts = _Parts(header, context_ids, file_header, prefix.ids, suffix.ids, self._special)
+            healed = middle if middle is not None else prefix
+            healing = heal_ids(self.tokenizer, healed.ids)
+            kept_text = healed.text[: len(healed.text) - len(healing.removed_text)]
+            healed = _Fitted(list(healing.kept_ids or ()), kept_text, healed.start)
+            prefix, middle = (prefix, healed) if middle is not None else (healed, None)
+        middle = middle or _Fitted([], "", offset)
+        parts = _Parts(header, context_ids, file_header, prefix.ids, suffix.ids, self._special, middle.ids)
         ids = _LAYOUTS[self.layout](parts)
         counts = {
             "header": len(header) + len(file_header) + 3,
             "context": len(context_ids),
-            "prefix": len(prefix.ids),
+            "prefix": len(prefix.ids) + len(middle.ids),
             "suffix": len(suffix.ids),
             "total": len(ids),
         }
         return BuiltPrompt(
-            ids, suffix.ids, prefix.text, suffix.text, sections, counts, self.layout, healing, prefix_line
+            ids, suffix.ids, prefix.text + middle.text, suffix.text, sections, counts, self.layout, healing, prefix_line
+        )
+
+    def _split_middle(self, prefix: _Fitted, first_line: int) -> tuple[_Fitted, _Fitted]:
+        """ "psm-line": the prefix up to the start of the last line whose number is a multiple of
+        :data:`MIDDLE_LINES`, and the rest, which opens the middle (written after ``<|fim_middle|>``, as if the
+        model had written it). Typing there changes only the tokens after the suffix, and a line break moves the
+        split (so the suffix is prefilled again) once every few lines."""
+        last_line = first_line + prefix.text.count("\n")
+        split_line = last_line - last_line % MIDDLE_LINES
+        cut = (_nth_line_start(prefix.text, split_line - first_line) or 0) if split_line > first_line else 0
+        head, rest = prefix.text[:cut], prefix.text[cut:]
+        return _Fitted(self._encode_cached(head), head, prefix.start), _Fitted(
+            self.encode(rest), rest, prefix.start + cut
         )
 
     def _header(self, repo_name: str) -> list[int]:
@@ -387,6 +412,7 @@ class _Parts:
     prefix: list[int]
     suffix: list[int]
     special: dict[str, int] = field(default_factory=dict)
+    middle: list[int] = field(default_factory=list)  # "psm-line": the start of the middle, already written
 
 
 def _psm(parts: _Parts) -> list[int]:
@@ -400,6 +426,7 @@ def _psm(parts: _Parts) -> list[int]:
         s["<|fim_suffix|>"],
         *parts.suffix,
         s["<|fim_middle|>"],
+        *parts.middle,
     ]
 
 
@@ -417,7 +444,7 @@ def _spm(parts: _Parts) -> list[int]:
     ]
 
 
-_LAYOUTS: dict[str, Callable[[_Parts], list[int]]] = {"psm": _psm, "spm": _spm}
+_LAYOUTS: dict[str, Callable[[_Parts], list[int]]] = {"psm": _psm, "spm": _spm, "psm-line": _psm}
 
 
 def layout_budget(name: PromptLayout, total: int) -> tuple[Layout, PromptBudget]:

@@ -363,6 +363,7 @@ PAUSE_MODES: dict[str, dict[str, Any]] = {
     # the prompt's layout and budget against the CPU's default (psm-short, 512): the whole suffix, or more room
     "psm": {"promptLayout": "psm"},
     "psm 1024": {"promptLayout": "psm", "tokenBudget": 1024},
+    "psm-line": {"promptLayout": "psm-line"},
 }
 REFERENCE_MODE = "no deadlines"  # the deadline-free completion: what "whole line" and "whole block" mean ...
 RUN_TO_THE_END = ("progressive", "no deadlines")  # ... except where a mode's own runs end by themselves

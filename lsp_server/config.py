@@ -18,7 +18,7 @@ from lookahead_lsp.context.workspace import split_patterns
 from lookahead_lsp.decoder.remote import RemoteConfig, parse_remote_config
 
 DecoderKind = Literal["lookahead", "greedy", "remote"]
-LayoutSetting = Literal["auto", "psm", "spm", "psm-short"]
+LayoutSetting = Literal["auto", "psm", "spm", "psm-short", "psm-line"]
 
 SECTION = "lookahead"
 
@@ -55,7 +55,7 @@ class Config:
     line_cap_ms: int | None = 2500  # a first line still decoding this long after the key ends at a word end
     progressive: bool = True  # a block's first whole line, or a deadline, shows what is there; decoding goes on
     token_budget: int | None = None  # prompt tokens at most; None: by device (DEVICE_PROMPT_DEFAULTS)
-    prompt_layout: LayoutSetting = "auto"  # "psm", "spm", "psm-short" (context/prompt.py); "auto": by device
+    prompt_layout: LayoutSetting = "auto"  # psm, spm, psm-short, psm-line (context/prompt.py); "auto": by device
     background_prefill: bool = True  # prefill the next prompt in idle time (preempted by any request)
     threads: int | None = None  # torch intra-op threads on CPU; None: the physical cores
     index_enabled: bool = True
@@ -174,7 +174,7 @@ _SETTINGS: dict[str, tuple[str, Check]] = {
     "lineCapMs": ("line_cap_ms", _optional(_int_between(0, 600_000))),
     "progressive": ("progressive", _bool),
     "tokenBudget": ("token_budget", _optional(_int_between(64, 32768))),
-    "promptLayout": ("prompt_layout", _one_of("auto", "psm", "spm", "psm-short")),
+    "promptLayout": ("prompt_layout", _one_of("auto", "psm", "spm", "psm-short", "psm-line")),
     "backgroundPrefill": ("background_prefill", _bool),
     "threads": ("threads", _optional(_int_between(1, 256))),
     "indexEnabled": ("index_enabled", _bool),

@@ -8,7 +8,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lookahead_lsp.context.prompt import PromptBudget, PromptBuilder, PromptInput, PromptTooSmall
+from lookahead_lsp.context.prompt import (
+    Layout,
+    PromptBudget,
+    PromptBuilder,
+    PromptInput,
+    PromptTooSmall,
+    layout_budget,
+)
 from lookahead_lsp.context.snippets import Snippet
 
 SOURCE = "".join(f"def f{i}(x):\n    return x + {i}  # ü {i}\n\n" for i in range(200))
@@ -144,6 +151,8 @@ LINES = st.lists(
     text=LINES,
     cursor=st.floats(min_value=0.0, max_value=1.0),
     snippet_texts=st.lists(LINES, max_size=3),
+    layout=st.sampled_from(["psm", "psm-line"]),
+    heal=st.booleans(),
 )
 def test_never_over_budget(
     tokenizer: Any,
@@ -153,15 +162,18 @@ def test_never_over_budget(
     text: str,
     cursor: float,
     snippet_texts: list[str],
+    layout: Layout,
+    heal: bool,
 ) -> None:
     budget = PromptBudget(total=total, prefix_share=prefix_share, suffix_share=suffix_share)
     offset = int(len(text) * cursor)
     snippets = [snippet(f"s{i}.py", t, float(i)) for i, t in enumerate(snippet_texts)]
     request = PromptInput("p.py", text, offset, "r", snippets)
-    built = PromptBuilder(tokenizer, budget).build(request)
+    built = PromptBuilder(tokenizer, budget, layout, heal=heal).build(request)
     assert len(built.token_ids) <= total
     assert built.counts["total"] == len(built.token_ids)
-    assert text[:offset].endswith(built.prefix_text) and text[offset:].startswith(built.suffix_text)
+    kept = text[:offset][: offset - len(built.healed_text)]
+    assert kept.endswith(built.prefix_text) and text[offset:].startswith(built.suffix_text)
     fixed = built.counts["header"]
     prefix_cap, suffix_cap = int((total - fixed) * prefix_share), int((total - fixed) * suffix_share)
     context_room = total - fixed - prefix_cap - suffix_cap
@@ -303,3 +315,34 @@ def test_a_document_s_first_anchored_prompt_leaves_the_next_keys_room(anchored: 
         typed = SOURCE[:end] + "z" + SOURCE[end:]
         key = anchored.build(PromptInput("m.py", typed, end + 1, snippets=FULL_CONTEXT, anchor_line=first.prefix_line))
         assert key.prefix_line == first.prefix_line, end
+
+
+def test_psm_line_writes_the_cursor_s_last_lines_after_the_middle_token_so_typing_keeps_the_suffix(
+    tokenizer: Any,
+) -> None:
+    """ "psm-line": the prompt sees the whole suffix (up to its share) and still re-prefills only what is typed: the
+    last lines before the cursor (from a line whose number is a multiple of ``MIDDLE_LINES``) open the middle,
+    written after ``<|fim_middle|>``, so a key there changes nothing before them; a line break moves that start
+    once every ``MIDDLE_LINES`` lines."""
+    order, budget = layout_budget("psm-line", 600)
+    builder = PromptBuilder(tokenizer, budget, order, heal=True)
+    middle_id = tokenizer.convert_tokens_to_ids("<|fim_middle|>")
+    offset = SOURCE.index("return x + 10")  # line 31: its middle starts on line 28
+    built = builder.build(PromptInput("m.py", SOURCE, offset))
+    head = built.token_ids[: built.token_ids.index(middle_id) + 1]
+    written = tokenizer.decode(built.token_ids[len(head) :]) + built.healed_text
+    assert written == "".join(SOURCE.splitlines(keepends=True)[28:31]) + "    "
+    offset = SOURCE.index("return x + 9 ")  # line 28: the middle is the line's own indentation
+    built = builder.build(PromptInput("m.py", SOURCE, offset))
+    head = built.token_ids[: built.token_ids.index(middle_id) + 1]
+    assert tokenizer.decode(built.token_ids[len(head) :]) + built.healed_text == "    "
+    assert tokenizer.decode(built.suffix_ids) == built.suffix_text and SOURCE[offset:].startswith(built.suffix_text)
+
+    def head_after(typed: str) -> list[int]:
+        text = SOURCE[:offset] + typed + SOURCE[offset:]
+        ids = builder.build(PromptInput("m.py", text, offset + len(typed))).token_ids
+        return ids[: ids.index(middle_id) + 1]
+
+    assert head_after("ret") == head  # keys on the line: the prompt up to the middle is kept
+    assert head_after("x\n    y = 1\n    ") == head  # a line break within the same lines: kept too
+    assert head_after("x\n    y = 1\n    z = 2\n    w = 3\n    ") != head  # line 32: the middle starts there
