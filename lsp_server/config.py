@@ -24,7 +24,7 @@ SECTION = "lookahead"
 
 DEVICE_PROMPT_DEFAULTS: dict[str, tuple[str, int]] = {
     # Chosen from the measured layout/budget curve (docs/benchmarks.md, "Prompt layout and budget").
-    "cpu": ("psm-short", 512),
+    "cpu": ("psm-line", 512),
     "gpu": ("psm", 1024),
     "remote": ("psm", 1024),  # the engine keeps its own cache; the layout the model was trained on
 }
