@@ -360,9 +360,10 @@ PAUSE_MODES: dict[str, dict[str, Any]] = {
     "no deadlines": {"progressive": False, "lineDeadlineMs": None, "multilineDeadlineMs": None, "lineCapMs": None},
     # before: a first line cut where its word ended 600 ms after the key
     "word cut": {"progressive": False, "lineDeadlineMs": None, "lineCapMs": 600},
-    # the prompt's layout and budget against the CPU's default (psm-short, 512): the whole suffix, or more room
+    # the prompt's layout and budget against the CPU's default (psm-line, 512; psm-short before 2026-12-02)
     "psm": {"promptLayout": "psm"},
     "psm 1024": {"promptLayout": "psm", "tokenBudget": 1024},
+    "psm-short": {"promptLayout": "psm-short"},
     "psm-line": {"promptLayout": "psm-line"},
 }
 REFERENCE_MODE = "no deadlines"  # the deadline-free completion: what "whole line" and "whole block" mean ...

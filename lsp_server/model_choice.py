@@ -32,7 +32,7 @@ SMALL = EMBEDDED.spec  # "embedded": Qwen2.5-Coder-0.5B-Instruct, always install
 LARGE = EMBEDDED_1_5B.spec  # "embedded-1.5b": Qwen2.5-Coder-1.5B-Instruct, the extra ``model-1.5b``
 SIZES = {SMALL: "0.5B", LARGE: "1.5B"}  # what the status bar calls them
 
-TAIL_TOKENS = 32  # re-prefilled after a key: about the 28 measured with the CPU's psm-short layout (benchmarks.md)
+TAIL_TOKENS = 32  # re-prefilled after a key: the 28 of psm-short (benchmarks.md); psm-line's p50 is 1, mean 16
 LINE_TOKENS = 8  # the median code line with its line break (module docstring)
 
 
