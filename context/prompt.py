@@ -220,15 +220,12 @@ class PromptBuilder:
             context_cap = available - prefix_cap - suffix_cap + unused // quantum * quantum
             sections, context_ids = self._fit_sections(request.snippets, context_cap)
         prefix_line = before.count("\n", 0, prefix.start)
-        prefix, middle = self._split_middle(prefix, prefix_line) if self.layout == "psm-line" else (prefix, None)
+        line_middle = self.layout == "psm-line"
+        prefix, middle = self._split_middle(prefix, prefix_line) if line_middle else (prefix, _Fitted([], "", offset))
         healing = None
-        if self.heal:
-            healed = middle if middle is not None else prefix
-            healing = heal_ids(self.tokenizer, healed.ids)
-            kept_text = healed.text[: len(healed.text) - len(healing.removed_text)]
-            healed = _Fitted(list(healing.kept_ids or ()), kept_text, healed.start)
-            prefix, middle = (prefix, healed) if middle is not None else (healed, None)
-        middle = middle or _Fitted([], "", offset)
+        if self.heal:  # the prompt's last part: the middle's start in psm-line, else the prefix
+            healing, healed = _healed(self.tokenizer, middle if line_middle else prefix)
+            prefix, middle = (prefix, healed) if line_middle else (healed, middle)
         parts = _Parts(header, context_ids, file_header, prefix.ids, suffix.ids, self._special, middle.ids)
         ids = _LAYOUTS[self.layout](parts)
         counts = {
@@ -371,6 +368,13 @@ class PromptBuilder:
         cut = _with_text(snippet, "".join(lines[:low]))
         ids = self._section_ids(cut)
         return (cut, ids) if len(ids) >= MIN_SECTION_TOKENS else None
+
+
+def _healed(tokenizer: Any, part: _Fitted) -> tuple[Healing, _Fitted]:
+    """``part`` (the prompt's last) healed: its last tokens removed for the model to re-type (:func:`heal_ids`)."""
+    healing = heal_ids(tokenizer, part.ids)
+    kept_text = part.text[: len(part.text) - len(healing.removed_text)]
+    return healing, _Fitted(list(healing.kept_ids or ()), kept_text, part.start)
 
 
 def _with_text(snippet: Snippet, text: str) -> Snippet:
