@@ -21,8 +21,8 @@ last key before the cursor is typed and the client then only watches, as the edi
 each ``lookahead/completionReady``. Per pause: the time to the first ghost text, until the whole first line
 is shown, until the whole block is shown (both: as the deadline-free completion has them), and whether the
 text shown 1 s and 3 s after the key equals the removed code; per daemon configuration in
-:data:`PAUSE_MODES` (progressive on and off, deadlines on and off, the word-end cut of before), one daemon
-each, the modes taking turns at each hole.
+:data:`DEADLINE_MODES` (progressive on and off, deadlines on and off, the word-end cut of before; or the prompt
+layouts of :data:`LAYOUT_MODES`), one daemon each, the modes taking turns at each hole.
 """
 
 from __future__ import annotations
@@ -354,20 +354,26 @@ READY = "lookahead/completionReady"
 STATS = "lookahead/completionStats"
 WATCH_S = 10.0  # a pause is watched this long at most
 SHOWN_AT_S = (1.0, 3.0)
-PAUSE_MODES: dict[str, dict[str, Any]] = {
+DEADLINE_MODES: dict[str, dict[str, Any]] = {
     "progressive": {},  # the defaults: deadlines at line ends, decoding goes on, the client asks again
     "deadlines": {"progressive": False},  # the deadlines end what is shown: no more without a key
     "no deadlines": {"progressive": False, "lineDeadlineMs": None, "multilineDeadlineMs": None, "lineCapMs": None},
     # before: a first line cut where its word ended 600 ms after the key
     "word cut": {"progressive": False, "lineDeadlineMs": None, "lineCapMs": 600},
+}
+"""How what is shown ends: the modes a run compares unless it names others."""
+LAYOUT_MODES: dict[str, dict[str, Any]] = {
     # the prompt's layout and budget against the CPU's default (psm-line, 512; psm-short before 2026-12-02)
     "psm": {"promptLayout": "psm"},
     "psm 1024": {"promptLayout": "psm", "tokenBudget": 1024},
     "psm-short": {"promptLayout": "psm-short"},
     "psm-line": {"promptLayout": "psm-line"},
 }
+"""The prompt's layout and budget, each progressive (the default delivery): named with ``--modes``."""
+PAUSE_MODES: dict[str, dict[str, Any]] = {**DEADLINE_MODES, **LAYOUT_MODES}
 REFERENCE_MODE = "no deadlines"  # the deadline-free completion: what "whole line" and "whole block" mean ...
-RUN_TO_THE_END = ("progressive", "no deadlines")  # ... except where a mode's own runs end by themselves
+# ... except where a mode's own runs end by themselves (the progressive ones)
+RUN_TO_THE_END = ("progressive", "no deadlines", *LAYOUT_MODES)
 # (the same prompt on two daemons can decode differently: their KV caches were filled by different passes)
 
 
@@ -499,9 +505,9 @@ def each_in_turn(
 def compare_pauses(
     corpus: Corpus, holes: list[Hole], model: str, max_new_tokens: int, modes: list[str] | None = None
 ) -> list[Pause]:
-    """Every hole paused at (:func:`pause_at`) in each mode of :data:`PAUSE_MODES` (all, or ``modes``) in turn,
-    one daemon each (:func:`each_in_turn`)."""
-    chosen = modes or list(PAUSE_MODES)
+    """Every hole paused at (:func:`pause_at`) in each mode of ``modes`` (of :data:`PAUSE_MODES`; by default
+    :data:`DEADLINE_MODES`) in turn, one daemon each (:func:`each_in_turn`)."""
+    chosen = modes or list(DEADLINE_MODES)
     options = {mode: {"model": model, "maxNewTokens": max_new_tokens, **PAUSE_MODES[mode]} for mode in chosen}
     return each_in_turn(corpus, holes, options, pause_at, "pause")
 

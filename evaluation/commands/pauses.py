@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 from lookahead_lsp.evaluation.lsp_replay import (
+    DEADLINE_MODES,
     PAUSE_MODES,
     compare_pauses,
     pause_holes,
@@ -23,7 +24,9 @@ from lookahead_lsp.lsp_server.cli import UsageError
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--corpus", default=None, help="directory of real code (the workspace)")
     parser.add_argument("--pauses", type=int, default=8, help="pauses: half lines from a random column, half blocks")
-    parser.add_argument("--modes", default=",".join(PAUSE_MODES), help="comma-separated modes")
+    parser.add_argument(
+        "--modes", default=",".join(DEADLINE_MODES), help=f"comma-separated, of: {', '.join(PAUSE_MODES)}"
+    )
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--model", default="embedded")
     parser.add_argument("--json", default=None, help="also write every pause's shown texts here")
