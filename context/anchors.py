@@ -19,6 +19,8 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from lookahead_lsp.context.definitions import CursorContext
+from lookahead_lsp.context.imports import Statement
 from lookahead_lsp.context.prompt import BuiltPrompt, PromptInput
 from lookahead_lsp.context.snippets import Snippet
 
@@ -27,10 +29,12 @@ MAX_DOCUMENTS = 64  # documents whose anchors are kept (least recently prompted 
 
 @dataclass(frozen=True)
 class Anchor:
-    """What a document's last prompt was built from: its snippets and the line its prefix started on."""
+    """What a document's last prompt was built from: its snippets, the line its prefix started on and the
+    file's import statements as they were then."""
 
     snippets: tuple[Snippet, ...]
     prefix_line: int
+    imports: tuple[Statement, ...] = ()
 
 
 class PromptAnchors:
@@ -48,19 +52,21 @@ class PromptAnchors:
         offset: int,
         repo_name: str,
         settled: bool,
-        query: Callable[[], Sequence[Snippet]],
+        query: Callable[[], CursorContext],
     ) -> PromptInput:
         """The prompt input at a cursor: the anchor's snippets and prefix line, or (``settled``, or no anchor
         yet) snippets from ``query`` with the anchor's prefix line still offered to the prompt builder."""
         with self._lock:
             anchor = self._anchors.get(path)
-        snippets = anchor.snippets if anchor is not None and not settled else tuple(query())
+        keep = anchor is not None and not settled
+        context = CursorContext(anchor.snippets, anchor.imports) if anchor is not None and keep else query()
         return PromptInput(
             path=path,
             text=text,
             offset=offset,
             repo_name=repo_name,
-            snippets=snippets,
+            snippets=context.snippets,
+            imports=context.imports,
             anchor_line=anchor.prefix_line if anchor is not None else None,
             settled=settled,
         )
@@ -68,7 +74,7 @@ class PromptAnchors:
     def remember(self, request: PromptInput, built: BuiltPrompt) -> None:
         """Keep what ``built`` (the prompt of ``request``) was made from for the document's next prompt."""
         with self._lock:
-            self._anchors[request.path] = Anchor(tuple(request.snippets), built.prefix_line)
+            self._anchors[request.path] = Anchor(tuple(request.snippets), built.prefix_line, tuple(request.imports))
             self._anchors.move_to_end(request.path)
             while len(self._anchors) > self._max:
                 self._anchors.popitem(last=False)
@@ -81,7 +87,12 @@ class PromptAnchors:
             anchor = self._anchors.get(request.path)
         if anchor is None:
             return False
-        return built.prefix_line != anchor.prefix_line or _places(request.snippets) != _places(anchor.snippets)
+        moved_imports = tuple(request.imports) != anchor.imports
+        return (
+            moved_imports
+            or built.prefix_line != anchor.prefix_line
+            or _places(request.snippets) != _places(anchor.snippets)
+        )
 
     def forget(self, path: str) -> None:
         """Drop a document's anchor (closed: its next prompt starts afresh)."""

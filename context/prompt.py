@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from lookahead_lsp.context.healing import Healing, heal_ids
+from lookahead_lsp.context.imports import Statement
 from lookahead_lsp.context.snippets import Snippet
 
 Layout = Literal["psm", "spm", "psm-line"]
@@ -68,6 +69,7 @@ MIN_SECTION_TOKENS = 16  # a context section cut to fewer tokens than this is le
 SPARE_STEP = 32  # room the context leaves reaches a cut prefix in steps of this many tokens
 MIDDLE_LINES = 4  # "psm-line": the middle starts on the last line whose number is a multiple of this
 SPLIT_SLACK = 2  # "psm-line": tokens the prefix's cap leaves for tokenizing it in two parts
+IMPORTS_SHARE = 0.25  # the import lines shown above a cut prefix take at most this share of the prefix's cap
 
 SPECIAL_TOKENS = ("<|repo_name|>", "<|file_sep|>", "<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>")
 
@@ -109,6 +111,7 @@ class PromptInput:
     snippets: Sequence[Snippet] = ()
     anchor_line: int | None = None  # the line this document's last prompt started its prefix on (None: stateless)
     settled: bool = False  # built in idle time (background prefill): an anchored start may move ahead of need
+    imports: Sequence[Statement] = ()  # the file's import statements: shown above a prefix cut below them
 
 
 @dataclass(frozen=True)
@@ -219,6 +222,9 @@ class PromptBuilder:
             unused = prefix_cap - len(prefix.ids) + suffix_unused
             context_cap = available - prefix_cap - suffix_cap + unused // quantum * quantum
             sections, context_ids = self._fit_sections(request.snippets, context_cap)
+        head = self._imports_head(request.imports, before.count("\n", 0, prefix.start), prefix_cap)
+        if head:  # the import lines above a cut prefix, within its cap
+            prefix = self._anchored_prefix(before, max(0, prefix_cap + spare - len(head)), request)
         prefix_line = before.count("\n", 0, prefix.start)
         line_middle = self.layout == "psm-line"
         prefix, middle = self._split_middle(prefix, prefix_line) if line_middle else (prefix, _Fitted([], "", offset))
@@ -226,18 +232,38 @@ class PromptBuilder:
         if self.heal:  # the prompt's last part: the middle's start in psm-line, else the prefix
             healing, healed = _healed(self.tokenizer, middle if line_middle else prefix)
             prefix, middle = (prefix, healed) if line_middle else (healed, middle)
-        parts = _Parts(header, context_ids, file_header, prefix.ids, suffix.ids, self._special, middle.ids)
+        parts = _Parts(header, context_ids, file_header, head + prefix.ids, suffix.ids, self._special, middle.ids)
         ids = _LAYOUTS[self.layout](parts)
         counts = {
             "header": len(header) + len(file_header) + 3,
             "context": len(context_ids),
             "prefix": len(prefix.ids) + len(middle.ids),
+            "imports": len(head),
             "suffix": len(suffix.ids),
             "total": len(ids),
         }
         return BuiltPrompt(
             ids, suffix.ids, prefix.text + middle.text, suffix.text, sections, counts, self.layout, healing, prefix_line
         )
+
+    def _imports_head(self, statements: Sequence[Statement], first_line: int, prefix_cap: int) -> list[int]:
+        """The ids of the import statements that end above the prefix's first line (followed by a blank line),
+        within :data:`IMPORTS_SHARE` of ``prefix_cap``: all of them if they fit, else the project's own
+        (``Statement.local``), cut at a statement."""
+        above = [s for s in statements if s.end <= first_line]
+        local = [s for s in above if s.local]
+        cap = int(prefix_cap * IMPORTS_SHARE)
+        chosen = above
+        for chosen in (above, local) if local and len(local) < len(above) else (above,):
+            ids = self._encode_cached("\n".join(s.text for s in chosen) + "\n\n") if chosen else []
+            if len(ids) <= cap:
+                return ids
+        while len(chosen) > 1:
+            chosen = chosen[:-1]
+            ids = self._encode_cached("\n".join(s.text for s in chosen) + "\n\n")
+            if len(ids) <= cap:
+                return ids
+        return []
 
     def _split_middle(self, prefix: _Fitted, first_line: int) -> tuple[_Fitted, _Fitted]:
         """ "psm-line": the prefix up to the start of the last line whose number is a multiple of

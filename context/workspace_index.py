@@ -255,6 +255,11 @@ class WorkspaceIndex:
             return None
         return self.snapshot_file
 
+    def paths(self) -> list[str]:
+        """The indexed files on disk (absolute paths), oldest first."""
+        with self._lock:
+            return list(self._disk)
+
     # --- editor documents ----------------------------------------------------------------------------
 
     def update_document(self, path: str | Path, text: str) -> None:

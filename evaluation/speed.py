@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any, Literal
 
+from lookahead_lsp.context.definitions import CursorContext, SymbolTable, cursor_context
 from lookahead_lsp.context.ngram_index import NgramIndex
 from lookahead_lsp.context.prompt import BuiltPrompt, PromptInput, PromptLayout, layout_builder
 from lookahead_lsp.context.snippets import Snippet, SnippetIndex
@@ -174,13 +175,17 @@ class ContextBuilder:
         heal: bool = False,
         layout: PromptLayout = "psm",
         anchored: bool = False,
+        definitions: bool = True,
     ) -> None:
         self.corpus = corpus
         self.tokenizer = tokenizer
         self.prompt_builder = layout_builder(tokenizer, layout, token_budget, heal, anchored)
         self.snippet_index = SnippetIndex()
+        self.symbols = SymbolTable() if definitions else None  # None: BM25 windows only (the context before #76)
         for f in corpus.files:
             self.snippet_index.add_document(f.path, f.text)
+            if self.symbols is not None:
+                self.symbols.update(f.path, f.text)
         self._ids: dict[str, list[int]] = {}
 
     @property
@@ -204,21 +209,27 @@ class ContextBuilder:
         index.set_preferences(hole.path)
         return index
 
+    def context(self, hole: Hole) -> CursorContext:
+        """The context for the hole's cursor as the daemon picks it (``context/definitions.py``: the definitions
+        of the names it uses from the symbol table, then the BM25 windows ranked against the daemon's query
+        window) and its file's import statements."""
+        return cursor_context(self.snippet_index, self.symbols, hole.path, hole.text_before_typing, len(hole.prefix))
+
     def snippets(self, hole: Hole) -> list[Snippet]:
-        """The context snippets for the hole's cursor (ranked against the daemon's query window)."""
-        return self.snippet_index.query_at(hole.text_before_typing, len(hole.prefix), exclude_path=hole.path)
+        """The context sections for the hole's cursor (:meth:`context`)."""
+        return list(self.context(hole).snippets)
 
     def prompt(self, hole: Hole, workspace: bool = True, snippets: Sequence[Snippet] | None = None) -> BuiltPrompt:
-        """``context/prompt.py``'s prompt for the hole; ``workspace``: with snippets from the other files
-        (``snippets``: these instead of the hole's own)."""
-        if snippets is None:
-            snippets = self.snippets(hole) if workspace else ()
+        """``context/prompt.py``'s prompt for the hole; ``workspace``: with the context from the other files
+        (``snippets``: these sections instead of the hole's own)."""
+        context = self.context(hole) if workspace else CursorContext()
         prompt_input = PromptInput(
             path=hole.path,
             text=hole.text_before_typing,
             offset=len(hole.prefix),
             repo_name=self.repo_name,
-            snippets=snippets,
+            snippets=context.snippets if snippets is None else snippets,
+            imports=context.imports,
         )
         return self.prompt_builder.build(prompt_input)
 

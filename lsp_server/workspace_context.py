@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from lookahead_lsp.context.anchors import PromptAnchors
+from lookahead_lsp.context.definitions import CursorContext, SymbolTable, cursor_context
 from lookahead_lsp.context.prompt import BuiltPrompt, PromptInput
-from lookahead_lsp.context.snippets import Snippet, SnippetIndex
-from lookahead_lsp.context.workspace import WorkspaceConfig
+from lookahead_lsp.context.snippets import SnippetIndex
+from lookahead_lsp.context.workspace import WorkspaceConfig, read_source
 from lookahead_lsp.context.workspace_index import WorkspaceIndex
 from lookahead_lsp.decoder.drafts import DraftSource
 from lookahead_lsp.lsp_server.config import Config
@@ -115,6 +116,7 @@ class WorkspaceContext:
         self.on_context_change: Callable[[Path], None] | None = None  # another file's text reached the indexes
         self._index: WorkspaceIndex | None = None
         self._snippets = SnippetIndex()
+        self._symbols = SymbolTable()  # every workspace file's definitions (context/definitions.py)
         self._anchors = PromptAnchors()
         self._snippet_lock = threading.Lock()
         self._open_paths: set[Path] = set()
@@ -143,9 +145,9 @@ class WorkspaceContext:
         (``context/snippets.py: query_window``)."""
         name = self.prompt_path(path)
 
-        def query() -> list[Snippet]:
+        def query() -> CursorContext:
             with self._snippet_lock:
-                return self._snippets.query_at(text, offset, exclude_path=name)
+                return cursor_context(self._snippets, self._symbols, name, text, offset)
 
         return self._anchors.input_for(name, text, offset, self.repo_name, settled, query)
 
@@ -205,8 +207,10 @@ class WorkspaceContext:
             self.on_context_change(path)
 
     def _snippet_text(self, path: Path, text: str | None) -> None:
-        """Keep the snippet index current (open documents and, through the index, files on disk)."""
+        """Keep the snippet index and the symbol table current (open documents and, through the index, files on
+        disk)."""
         name = self.prompt_path(path)
+        self._symbols.update(name, text)
         with self._snippet_lock:
             if text is None:
                 self._snippets.remove_document(name)
@@ -236,12 +240,24 @@ class WorkspaceContext:
             _stop_index(index)
             return
         index.add_listener(lambda path, text: self._snippet_text(Path(path), text))
+        self._read_symbols(index.paths(), settings.max_file_bytes)
         if self.watch:
             try:
                 index.start_watching()
             except Exception:
                 log.exception("watching the workspace failed")
         self.events.finished("index", "workspace indexed")
+
+    def _read_symbols(self, paths: Sequence[str], max_bytes: int) -> None:
+        """Every indexed file's definitions into the symbol table (an open document's text wins: it is there)."""
+        open_names = {self.prompt_path(p) for p in list(self._open_paths)}
+        for path in paths:
+            name = self.prompt_path(Path(path))
+            if name in open_names:
+                continue
+            text, _ = read_source(Path(path), max_bytes)
+            if text is not None:
+                self._symbols.update(name, text)
 
     def _notice(self, message: str) -> None:
         self.events.notice(message, False)

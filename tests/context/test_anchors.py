@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from lookahead_lsp.context.anchors import PromptAnchors
+from lookahead_lsp.context.definitions import CursorContext
 from lookahead_lsp.context.prompt import PromptBudget, PromptBuilder
 from lookahead_lsp.context.snippets import Snippet
 
@@ -18,9 +19,9 @@ class Query:
         self.calls = 0
         self.answer = [Snippet("lib.py", "def helper(x):\n    return x * 2\n", 3.0, 0)]
 
-    def __call__(self) -> list[Snippet]:
+    def __call__(self) -> CursorContext:
         self.calls += 1
-        return list(self.answer)
+        return CursorContext(tuple(self.answer))
 
 
 def test_keystrokes_keep_the_snippets_and_line_a_settled_prompt_chooses_again(tokenizer: Any) -> None:

@@ -1,0 +1,285 @@
+"""Definitions from other files of the workspace for the names around the cursor, and the file's import lines.
+
+:class:`SymbolTable` holds every workspace file's definitions (``context/symbols.py``), by path and by name,
+kept current by whoever sees the files change (the daemon: the workspace index's listener and the open
+documents; the benchmarks: their corpus). :func:`definitions_at` picks, for a cursor, the definitions a
+completion there most likely needs, and :func:`cursor_context` puts them before the BM25 windows
+(``context/snippets.py``) as the prompt's context sections.
+
+Which names (the *region* is the cursor's block of :data:`~context.snippets.QUERY_LINES` lines with
+:data:`REGION_BEFORE` lines before it and :data:`REGION_AFTER` after: it moves only when the cursor enters
+another block, so the prompt's context stays in the KV cache while the user types):
+
+1. names the file imports (``context/imports.py``) that the region uses, and attributes of imported modules the
+   region uses (``exc.FileError``): what the cursor's code calls;
+2. names the file imports and does not use yet anywhere (imported to be used: a completion is where that
+   happens);
+3. in Go and Java, names the region uses that the file neither defines nor imports, defined in another file
+   of the same directory (a package shares its names without imports); in C and C++, those defined in a
+   header the file includes.
+
+Each name resolves to the workspace definitions of that name whose file matches the module it is imported
+from (the longest run of the module's path parts that ends the file's path, a package's ``__init__``/``mod``/
+``index`` and a Go package's directory included): ``from .exceptions import FileError`` finds
+``src/click/exceptions.py``'s ``FileError`` and never ``tests/test_basic.py``'s. A name whose module is not a file
+of the workspace (the standard library, a dependency) resolves to nothing: the model knows those better than a
+stub could tell it. Nearest use first, at most :data:`MAX_DEFINITIONS`; one section per file, its stubs in
+source order.
+
+The import lines themselves reach the prompt through :class:`CursorContext` ``imports``: the prompt builder
+shows them above a prefix that starts below them (``context/prompt.py``), so the names the file can use are in
+view even when the budget cuts the prefix a few dozen lines above the cursor.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from lookahead_lsp.context.imports import FileImports, Statement, file_imports
+from lookahead_lsp.context.languages import LanguageSpec, detect_language
+from lookahead_lsp.context.snippets import QUERY_LINES, Snippet, SnippetIndex
+from lookahead_lsp.context.symbols import Definition, definitions
+
+REGION_BEFORE = 24  # lines before the cursor's block whose names count as the cursor's
+REGION_AFTER = 8  # lines after it
+MAX_DEFINITIONS = 8
+DEFINITION_SCORE = 1000.0  # above any BM25 score: definitions are fitted into the budget first
+_PACKAGE_FILES = frozenset({"__init__", "mod", "index", "lib", "main"})
+_SAME_DIRECTORY = frozenset({"go", "java"})
+_IDENTIFIER = re.compile(r"[A-Za-z_$][\w$]*")
+_ATTRIBUTE = re.compile(r"([A-Za-z_$][\w$]*)\s*(?:\.|::|->)\s*([A-Za-z_$][\w$]*)")
+
+
+@dataclass(frozen=True)
+class CursorContext:
+    """The context sections for a cursor (definitions first, then BM25 windows) and its file's imports."""
+
+    snippets: tuple[Snippet, ...] = ()
+    imports: tuple[Statement, ...] = ()
+
+
+@dataclass(frozen=True)
+class _Entry:
+    path: str
+    parts: tuple[str, ...]  # the path's components, extension dropped
+    definition: Definition
+
+
+class SymbolTable:
+    """Every workspace file's top-level definitions, by name and by path. Thread-safe; parsing happens outside
+    the lock."""
+
+    def __init__(self) -> None:
+        self._by_path: dict[str, tuple[int, list[_Entry]]] = {}
+        self._by_name: dict[str, list[_Entry]] = {}
+        self._parts: Counter[str] = Counter()  # every path component (directories and file stems): modules
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._by_path)
+
+    def update(self, path: str, text: str | None) -> None:
+        """``path``'s definitions from ``text`` (None: the file is gone). A no-op when the text is unchanged."""
+        if text is None:
+            self._replace(path, None)
+            return
+        key = hash(text)
+        with self._lock:
+            previous = self._by_path.get(path)
+        if previous is not None and previous[0] == key:
+            return
+        parts = _path_parts(path)
+        found = definitions(text, detect_language(path=path))
+        self._replace(path, (key, [_Entry(path, parts, d) for d in found if not d.container]))
+
+    def _replace(self, path: str, entry: tuple[int, list[_Entry]] | None) -> None:
+        with self._lock:
+            old = self._by_path.pop(path, None)
+            if old is not None:
+                self._parts.subtract(_path_parts(path))
+            if entry is not None:
+                self._parts.update(_path_parts(path))
+            for item in old[1] if old is not None else ():
+                named = self._by_name.get(item.definition.name, [])
+                named[:] = [e for e in named if e.path != path]
+                if not named:
+                    self._by_name.pop(item.definition.name, None)
+            if entry is not None:
+                self._by_path[path] = entry
+                for item in entry[1]:
+                    self._by_name.setdefault(item.definition.name, []).append(item)
+
+    def has_module(self, module: Sequence[str]) -> bool:
+        """Whether ``module`` (path parts) may be a file or package of the workspace (its last part is one)."""
+        with self._lock:
+            return bool(module) and self._parts[module[-1]] > 0
+
+    def resolve(self, name: str, module: Sequence[str], exclude_path: str) -> list[_Entry]:
+        """The definitions of ``name`` in the file(s) that ``module`` (path parts) names best; none when no file's
+        path ends with the module's last part (the module is not the workspace's)."""
+        with self._lock:
+            entries = [e for e in self._by_name.get(name, ()) if e.path != exclude_path]
+        best, chosen = 0, []
+        for entry in entries:
+            score = _module_match(entry.parts, tuple(module))
+            if score > best:
+                best, chosen = score, [entry]
+            elif score == best and score > 0:
+                chosen.append(entry)
+        return chosen[:2]
+
+    def in_directory(self, name: str, directory: tuple[str, ...], exclude_path: str) -> list[_Entry]:
+        """The definitions of ``name`` in files of ``directory`` (path parts) other than ``exclude_path``."""
+        with self._lock:
+            entries = list(self._by_name.get(name, ()))
+        return [e for e in entries if e.parts[:-1] == directory and e.path != exclude_path][:2]
+
+
+def _path_parts(path: str) -> tuple[str, ...]:
+    parts = tuple(p for p in path.split("/") if p)
+    if parts:
+        parts = (*parts[:-1], parts[-1].rsplit(".", 1)[0])
+    return parts
+
+
+def _module_match(parts: tuple[str, ...], module: tuple[str, ...]) -> int:
+    """How well the file at ``parts`` (extension dropped) is the module ``module``: twice the number of the
+    module's parts that end its path, or, one less, end its directory (a package's ``__init__``, ``mod``,
+    ``index``, a Go package, a re-exporting package); 0 when neither ends with the module's last part."""
+    best = 0
+    for candidate, bonus in ((parts, 0), (parts[:-1], -1 if parts[-1:] and parts[-1] not in _PACKAGE_FILES else 0)):
+        n = 0
+        while n < min(len(candidate), len(module)) and candidate[-1 - n] == module[-1 - n]:
+            n += 1
+        if n:
+            best = max(best, 2 * n + bonus)
+    return best
+
+
+@dataclass(frozen=True)
+class _Wanted:
+    name: str
+    module: tuple[str, ...] | None  # None: look in the file's directory or its includes
+    tier: int
+    distance: int  # lines from the cursor to the nearest use (a large number: unused)
+
+
+def definitions_at(
+    table: SymbolTable, path: str, text: str, offset: int, language: LanguageSpec | None = None
+) -> tuple[list[Snippet], FileImports]:
+    """The definition sections for a cursor at ``offset`` in ``text`` (the file at ``path``) and its imports."""
+    language = language or detect_language(path=path)
+    imports = file_imports(text, language, path)
+    region_start, region_end, cursor_line = _region(text, offset)
+    region = text[region_start:region_end]
+    first_region_line = text.count("\n", 0, region_start)
+    wanted = _wanted(text, region, first_region_line, cursor_line, imports, language)
+    directory = _path_parts(path)[:-1]
+    chosen: dict[tuple[str, str], tuple[int, _Entry]] = {}
+    for rank, want in enumerate(sorted(wanted, key=lambda w: (w.tier, w.distance, w.name))):
+        if len({key[0] for key in chosen}) >= MAX_DEFINITIONS:
+            break
+        entries = _resolve(table, want, imports, directory, path)
+        for entry in entries:
+            chosen.setdefault((entry.definition.name, entry.path), (rank, entry))
+    return _sections(chosen), imports
+
+
+def _resolve(
+    table: SymbolTable, want: _Wanted, imports: FileImports, directory: tuple[str, ...], path: str
+) -> list[_Entry]:
+    if want.module is not None:
+        return table.resolve(want.name, want.module, path)
+    found = table.in_directory(want.name, directory, path)
+    for header in imports.includes:
+        found += table.resolve(want.name, header, path)
+    return found[:2]
+
+
+def _region(text: str, offset: int) -> tuple[int, int, int]:
+    """The cursor's region (the module docstring) as a character range, and the cursor's line."""
+    line = text.count("\n", 0, offset)
+    block = line - line % QUERY_LINES
+    first, last = max(0, block - REGION_BEFORE), block + QUERY_LINES + REGION_AFTER
+    starts = [0] + [m.end() for m in re.finditer("\n", text)]
+    return starts[min(first, len(starts) - 1)], starts[last] if last < len(starts) else len(text), line
+
+
+def _wanted(
+    text: str,
+    region: str,
+    first_region_line: int,
+    cursor_line: int,
+    imports: FileImports,
+    language: LanguageSpec,
+) -> list[_Wanted]:
+    """The names to look up, with their tier (the module docstring) and distance from the cursor."""
+    nearest: dict[str, int] = {}
+    for number, line in enumerate(region.split("\n"), first_region_line):
+        for name in _IDENTIFIER.findall(line):
+            distance = abs(number - cursor_line)
+            if distance < nearest.get(name, 1 << 30):
+                nearest[name] = distance
+    wanted: list[_Wanted] = []
+    for local, imported in imports.names.items():
+        if local in nearest:
+            wanted.append(_Wanted(imported.name, imported.module, 0, nearest[local]))
+    for match in _ATTRIBUTE.finditer(region):
+        module = imports.modules.get(match.group(1))
+        if module is not None:
+            line = first_region_line + region.count("\n", 0, match.start())
+            wanted.append(_Wanted(match.group(2), module, 0, abs(line - cursor_line)))
+    statement_lines = {n for s in imports.statements for n in range(s.start, s.end)}
+    uses = Counter(
+        name
+        for number, line in enumerate(text.split("\n"))
+        if number not in statement_lines
+        for name in _IDENTIFIER.findall(line)
+    )
+    for local, imported in imports.names.items():
+        if uses[local] == 0:
+            wanted.append(_Wanted(imported.name, imported.module, 1, 1 << 20))
+    if language.name in _SAME_DIRECTORY or imports.includes:
+        defined = {d.name for d in definitions(text, language)} if nearest else set()
+        for name, distance in nearest.items():
+            if name not in imports.names and name not in defined and name[:1].isupper() == (language.name == "java"):
+                wanted.append(_Wanted(name, None, 2, distance))
+    return wanted
+
+
+def _sections(chosen: dict[tuple[str, str], tuple[int, _Entry]]) -> list[Snippet]:
+    """One section per file: its chosen definitions' stubs in source order, scored by the best rank."""
+    by_path: dict[str, list[tuple[int, _Entry]]] = {}
+    for rank, entry in chosen.values():
+        by_path.setdefault(entry.path, []).append((rank, entry))
+    sections = []
+    for path, items in by_path.items():
+        items.sort(key=lambda item: item[1].definition.line)
+        text = "".join(entry.definition.stub for _, entry in items)
+        best = min(rank for rank, _ in items)
+        sections.append(Snippet(path, text, DEFINITION_SCORE - best, items[0][1].definition.line))
+    return sections
+
+
+def cursor_context(
+    snippets: SnippetIndex, table: SymbolTable | None, path: str, text: str, offset: int
+) -> CursorContext:
+    """The context sections for a cursor: the definitions it needs (:func:`definitions_at`), then the BM25
+    windows of other files that pass the relevance bar (``context/snippets.py``) and hold none of those
+    definitions already; and the file's import statements."""
+    windows = snippets.query_at(text, offset, exclude_path=path)
+    if table is None:
+        return CursorContext(tuple(windows))
+    found, imports = definitions_at(table, path, text, offset)
+    covered = {(s.path, line) for s in found for line in range(s.start_line, s.start_line + 1)}
+    windows = [
+        w
+        for w in windows
+        if not any((w.path, line) in covered for line in range(w.start_line, w.start_line + w.text.count("\n") + 1))
+    ]
+    statements = tuple(replace(s, local=s.local or table.has_module(s.module)) for s in imports.statements)
+    return CursorContext((*found, *windows), statements)
