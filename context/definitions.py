@@ -82,21 +82,24 @@ class SymbolTable:
     def __len__(self) -> int:
         return len(self._by_path)
 
-    def update(self, path: str, text: str | None) -> None:
-        """``path``'s definitions from ``text`` (None: the file is gone). A no-op when the text is unchanged."""
+    def update(self, path: str, text: str | None) -> bool:
+        """``path``'s definitions from ``text`` (None: the file is gone). Whether they changed (the same text:
+        a no-op)."""
         if text is None:
-            self._replace(path, None)
-            return
+            return self._replace(path, None)
         key = hash(text)
         with self._lock:
             previous = self._by_path.get(path)
         if previous is not None and previous[0] == key:
-            return
+            return False
         parts = _path_parts(path)
-        found = definitions(text, detect_language(path=path))
-        self._replace(path, (key, [_Entry(path, parts, d) for d in found if not d.container]))
+        found = [_Entry(path, parts, d) for d in definitions(text, detect_language(path=path)) if not d.container]
+        changed = previous is None or [e.definition for e in previous[1]] != [e.definition for e in found]
+        self._replace(path, (key, found))
+        return changed
 
-    def _replace(self, path: str, entry: tuple[int, list[_Entry]] | None) -> None:
+    def _replace(self, path: str, entry: tuple[int, list[_Entry]] | None) -> bool:
+        """Put ``entry`` in ``path``'s place; whether there was one or is one now."""
         with self._lock:
             old = self._by_path.pop(path, None)
             if old is not None:
@@ -112,6 +115,7 @@ class SymbolTable:
                 self._by_path[path] = entry
                 for item in entry[1]:
                     self._by_name.setdefault(item.definition.name, []).append(item)
+        return old is not None or entry is not None
 
     def has_module(self, module: Sequence[str]) -> bool:
         """Whether ``module`` (path parts) may be a file or package of the workspace (its last part is one)."""
@@ -246,7 +250,7 @@ def _wanted(
     if language.name in _SAME_DIRECTORY or imports.includes:
         defined = {d.name for d in definitions(text, language)} if nearest else set()
         for name, distance in nearest.items():
-            if name not in imports.names and name not in defined and name[:1].isupper() == (language.name == "java"):
+            if name not in imports.names and name not in defined:
                 wanted.append(_Wanted(name, None, 2, distance))
     return wanted
 

@@ -173,10 +173,13 @@ def _collect(
                 out.append(Definition(name, "constant", child.start_point[0], _whole(child, source), container))
             continue
         if child.type in _PASS_THROUGH and depth < 4:
-            _collect(child, source, language, kinds, container, out, depth + (child.type not in _WRAPPERS))
+            _collect(child, source, language, kinds, container, out, depth + (child.type not in _FLAT))
 
 
-_WRAPPERS = frozenset({"decorated_definition", "export_statement", "template_declaration", "program", "module"})
+_WRAPPERS = frozenset({"decorated_definition", "export_statement", "template_declaration"})
+
+
+_FLAT = _WRAPPERS | {"program", "module"}  # containers that add no depth
 
 
 def _name_of(node: Node, language: str) -> str:
@@ -324,7 +327,10 @@ def _doc_line(node: Node, source: bytes, language: LanguageSpec) -> str:
                 indent = _text(source, _line_start(source, string.start_byte), string.start_byte)
                 return f'{indent}"""{head}"""\n' if head else ""
         return ""
-    previous = node.prev_named_sibling
+    outer = node
+    while outer.parent is not None and outer.parent.type in _WRAPPERS:
+        outer = outer.parent
+    previous = outer.prev_named_sibling
     if (
         previous is None
         or previous.type not in language.comment_types
@@ -332,9 +338,10 @@ def _doc_line(node: Node, source: bytes, language: LanguageSpec) -> str:
     ):
         return ""
     lines = [
-        line.strip().lstrip("/*").strip() for line in _text(source, previous.start_byte, previous.end_byte).splitlines()
+        line.strip().lstrip("/*").rstrip("*/").strip()
+        for line in _text(source, previous.start_byte, previous.end_byte).splitlines()
     ]
     head = next((line for line in lines if line and not line.startswith("@")), "")
-    indent = _text(source, _line_start(source, node.start_byte), node.start_byte)
+    indent = _text(source, _line_start(source, outer.start_byte), outer.start_byte)
     prefix = language.line_comment or "//"
     return f"{indent}{prefix} {head}\n" if head else ""

@@ -13,6 +13,10 @@ Workloads (each a list of :class:`Hole`; ``prefix + middle + suffix`` is always 
   an identifier or number (for token healing).
 - ``block``: a run of sibling statements inside a function, BLOCK_LINES lines in all, cut from the start of its
   first line's code: the cursor sits on an empty indented line where a block was, as a user asks for one.
+- ``xfile``: a line that uses a name defined in another file of the corpus, imported by its own file (a call,
+  a class, an attribute of an imported module: ``context/definitions.py`` resolves it), half cut just before
+  that name (the rest of the line is the middle) and half the whole line from its indentation (an empty
+  indented line). What a completion can only get right by knowing the other file.
 
 n-grams here are over lexical tokens (identifiers, numbers, single punctuation characters), independent of
 any model's tokenizer. The workspace of a hole is the corpus with the hole's file as the user sees it
@@ -31,7 +35,11 @@ from dataclasses import dataclass, field, replace
 from importlib import metadata
 from pathlib import Path
 
-WORKLOADS = ("fim", "repo", "none", "midline", "block")
+from lookahead_lsp.context.definitions import SymbolTable
+from lookahead_lsp.context.imports import FileImports, file_imports
+from lookahead_lsp.context.languages import detect_language, get_parser
+
+WORKLOADS = ("fim", "repo", "none", "midline", "block", "xfile")
 DEFAULT_CORPUS_PACKAGE = "pathspec"
 CODE_SUFFIXES = frozenset(
     {".py", ".pyi", ".js", ".ts", ".tsx", ".go", ".rs", ".java", ".c", ".h", ".cc", ".cpp", ".hpp", ".lua"}
@@ -495,12 +503,98 @@ def block_holes(corpus: Corpus, count: int, rng: random.Random) -> list[Hole]:
     return [span.cut(corpus, "block") for span in chosen]
 
 
+def xfile_spans(corpus: Corpus) -> list[_Span]:
+    """Every line that uses an imported name defined in another corpus file: cut before its first such name
+    (``before-name``) and from its indentation (``empty-line``); lines of at most MAX_XFILE_LINE characters."""
+    table = SymbolTable()
+    for f in corpus.files:
+        table.update(f.path, f.text)
+    spans: list[_Span] = []
+    for f in corpus.files:
+        imports = file_imports(f.text, detect_language(path=f.path), f.path)
+        if not imports.names and not imports.modules:
+            continue
+        skip = {n for s in imports.statements for n in range(s.start, s.end)}
+        code_at = _code_positions(f)
+        start = 0
+        for number, line in enumerate(f.text.split("\n")):
+            end = start + len(line)
+            code = line.strip()
+            if number not in skip and 0 < len(code) <= MAX_XFILE_LINE and not code.startswith(_COMMENTS):
+                first = _first_imported_use(line, imports, table, f.path)
+                if first is not None and code_at(start + first):
+                    indent = len(line) - len(line.lstrip())
+                    spans.append(_Span(f.path, start + first, end, "before-name"))
+                    if indent:
+                        spans.append(_Span(f.path, start + indent, end, "empty-line"))
+            start = end + 1
+    return spans
+
+
+MAX_XFILE_LINE = 120
+_COMMENTS = ("#", "//", "/*", "*", '"""', "'''", "@")
+
+
+def _code_positions(f: SourceFile) -> Callable[[int], bool]:
+    """Whether the character at an offset of ``f`` is code (an identifier outside strings and comments), by
+    its tree-sitter parse; every offset counts as code in a language without a grammar."""
+    parser = get_parser(detect_language(path=f.path))
+    if parser is None:
+        return lambda offset: True
+    source = f.text.encode("utf-8", "surrogatepass")
+    root = parser.parse(source).root_node
+
+    def is_code(offset: int) -> bool:
+        byte = len(f.text[:offset].encode("utf-8", "surrogatepass"))
+        node = root.descendant_for_byte_range(byte, byte + 1)
+        while node is not None:
+            if "string" in node.type or "comment" in node.type:
+                return False
+            node = node.parent
+        return True
+
+    return is_code
+
+
+def _first_imported_use(line: str, imports: FileImports, table: SymbolTable, path: str) -> int | None:
+    """The column of the first name on ``line`` that the file imports (or a module it imports, used with an
+    attribute) and that resolves to a definition in another file of the corpus."""
+    for match in re.finditer(r"[A-Za-z_$][\w$]*", line):
+        name = match.group(0)
+        imported = imports.names.get(name)
+        if imported is not None and table.resolve(imported.name, imported.module, path):
+            return match.start()
+        module = imports.modules.get(name)
+        attribute = re.match(r"\s*(?:\.|::)\s*([A-Za-z_$][\w$]*)", line[match.end() :])
+        if module is not None and attribute is not None and table.resolve(attribute.group(1), module, path):
+            return match.start()
+    return None
+
+
+def xfile_holes(corpus: Corpus, count: int, rng: random.Random) -> list[Hole]:
+    """Half ``before-name``, half ``empty-line`` holes from :func:`xfile_spans`, one per line."""
+    spans = xfile_spans(corpus)
+    rng.shuffle(spans)
+    chosen: list[_Span] = []
+    lines: set[tuple[str, int]] = set()
+    for kind in ("before-name", "empty-line"):
+        wanted = count // 2 if kind == "before-name" else count - len(chosen)
+        for span in spans:
+            key = (span.path, corpus.file(span.path).text.count("\n", 0, span.start))
+            if span.kind == kind and key not in lines and wanted > 0:
+                chosen.append(span)
+                lines.add(key)
+                wanted -= 1
+    return [span.cut(corpus, "xfile") for span in chosen]
+
+
 _GENERATORS: dict[str, Callable[[Corpus, int, random.Random], list[Hole]]] = {
     "fim": fim_holes,
     "repo": repo_holes,
     "none": none_holes,
     "midline": midline_holes,
     "block": block_holes,
+    "xfile": xfile_holes,
 }
 
 

@@ -206,16 +206,23 @@ class WorkspaceContext:
         if self.on_context_change is not None:
             self.on_context_change(path)
 
-    def _snippet_text(self, path: Path, text: str | None) -> None:
+    def _disk_text(self, path: Path, text: str | None) -> None:
+        """A file's text through the index (on disk, or an open document's): the indexes follow, and a change of
+        its definitions tells the open documents' prompts (``on_context_change``) as an open document's does."""
+        if self._snippet_text(path, text) and self.on_context_change is not None:
+            self.on_context_change(path)
+
+    def _snippet_text(self, path: Path, text: str | None) -> bool:
         """Keep the snippet index and the symbol table current (open documents and, through the index, files on
-        disk)."""
+        disk); whether the file's definitions changed."""
         name = self.prompt_path(path)
-        self._symbols.update(name, text)
+        changed = self._symbols.update(name, text)
         with self._snippet_lock:
             if text is None:
                 self._snippets.remove_document(name)
             else:
                 self._snippets.add_document(name, text)
+        return changed
 
     # ---- the workspace index -----------------------------------------------------------------------
 
@@ -239,7 +246,7 @@ class WorkspaceContext:
         if not keep:
             _stop_index(index)
             return
-        index.add_listener(lambda path, text: self._snippet_text(Path(path), text))
+        index.add_listener(lambda path, text: self._disk_text(Path(path), text))
         self._read_symbols(index.paths(), settings.max_file_bytes)
         if self.watch:
             try:

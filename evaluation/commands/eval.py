@@ -8,6 +8,7 @@ import argparse
 import gc
 from pathlib import Path
 
+from lookahead_lsp.context.prompt import PROMPT_LAYOUTS
 from lookahead_lsp.decoder.backend import local_backend
 from lookahead_lsp.decoder.runtime.model import stop_token_ids
 from lookahead_lsp.evaluation.commands.bench import add_workload_arguments, load, load_holes, progress, run_meta
@@ -23,6 +24,18 @@ WORKSPACES = {"both": (True, False), "on": (True,), "off": (False,)}
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_workload_arguments(parser, "fim,repo,midline", max_new_tokens=64)
     parser.add_argument("--no-heal", action="store_true", help="no token healing in the prompt")
+    parser.add_argument(
+        "--layout",
+        default="psm",
+        choices=tuple(PROMPT_LAYOUTS),
+        help="the prompt's layout (default: psm; the daemon's CPU default is psm-line with --token-budget 512)",
+    )
+    parser.add_argument(
+        "--no-definitions",
+        action="store_true",
+        help="context from other files as BM25 windows only, without the definitions of the names the cursor "
+        "uses (context/definitions.py): the context before them",
+    )
     parser.add_argument(
         "--deadlines",
         type=float,
@@ -62,11 +75,20 @@ def run(args: argparse.Namespace) -> int:
 def evaluate(args: argparse.Namespace, corpus: Corpus, holes: list[Hole]) -> QualityResult:
     """Load the model as ``args`` say and score every hole (the table printed)."""
     loaded = load(args)
-    builder = ContextBuilder(corpus, loaded.tokenizer, args.token_budget, heal=not args.no_heal)
+    builder = ContextBuilder(
+        corpus,
+        loaded.tokenizer,
+        args.token_budget,
+        heal=not args.no_heal,
+        layout=args.layout,
+        definitions=not args.no_definitions,
+    )
     meta = {
         **run_meta(args, corpus, loaded),
         "decoder": "lookahead (greedy-identical)",
         "heal": not args.no_heal,
+        "layout": args.layout,
+        "definitions": not args.no_definitions,
         "deadlines_after_ms": args.deadlines,
     }
     result = run_quality(

@@ -1,0 +1,115 @@
+"""context/definitions.py: the symbol table, which definitions a cursor gets, and the import lines above a cut
+prefix (context/prompt.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lookahead_lsp.context.definitions import DEFINITION_SCORE, SymbolTable, cursor_context, definitions_at
+from lookahead_lsp.context.prompt import PromptBudget, PromptBuilder, PromptInput
+from lookahead_lsp.context.snippets import SnippetIndex
+
+EXCEPTIONS = '''class UsageError(Exception):
+    """An internal exception that signals a usage error."""
+
+    def __init__(self, message: str, ctx: object = None) -> None:
+        super().__init__(message)
+        self.ctx = ctx
+        self.cmd = None
+
+
+class BadArgumentUsage(UsageError):
+    """Raised if an argument is generally supplied but the use of the argument was incorrect."""
+
+    def __init__(self, message: str, ctx: object = None) -> None:
+        super().__init__(message, ctx)
+        self.extra = None
+        self.more = None
+'''
+TESTS = "class BadArgumentUsage:\n    pass\n"  # the same name in another module: never chosen
+UTILS = "def echo(message: str, err: bool = False) -> None:\n    print(message)\n"
+UNRELATED = "def below_zero(operations):\n    balance = 0\n    for op in operations:\n        balance += op\n"
+CORE = (
+    "import os\nfrom .exceptions import BadArgumentUsage, UsageError\nfrom . import utils\nfrom typing import Any\n\n\n"
+    + "".join(f"def helper_{i}(value):\n    return value + {i}\n\n\n" for i in range(40))
+    + "def parse(args: list[str]) -> None:\n    if not args:\n        utils.echo('nothing')\n        raise "
+)
+
+
+def table_of(files: dict[str, str]) -> SymbolTable:
+    table = SymbolTable()
+    for path, text in files.items():
+        assert table.update(path, text)
+    return table
+
+
+WORKSPACE = {
+    "src/click/exceptions.py": EXCEPTIONS,
+    "tests/test_errors.py": TESTS,
+    "src/click/utils.py": UTILS,
+    "bank.py": UNRELATED,
+}
+
+
+def test_imported_names_resolve_to_their_module_and_the_unused_import_comes_too() -> None:
+    table = table_of(WORKSPACE)
+    sections, imports = definitions_at(table, "src/click/core.py", CORE, len(CORE))
+    by_path = {s.path: s for s in sections}
+    assert set(by_path) == {"src/click/exceptions.py", "src/click/utils.py"}  # never the tests' or bank.py
+    assert "def echo(message: str, err: bool = False) -> None:" in by_path["src/click/utils.py"].text
+    errors = by_path["src/click/exceptions.py"].text
+    assert "class BadArgumentUsage(UsageError):" in errors and "def __init__(self, message: str" in errors
+    assert all(s.score > DEFINITION_SCORE - 100 for s in sections)
+    assert [s.local for s in imports.statements] == [False, True, True, False]
+
+
+def test_the_table_follows_edits_and_removals() -> None:
+    table = table_of(WORKSPACE)
+    assert not table.update("src/click/utils.py", UTILS)  # the same text: nothing changed
+    assert table.update("src/click/utils.py", UTILS.replace("err: bool = False", "err: bool = False, nl: bool = True"))
+    sections, _ = definitions_at(table, "src/click/core.py", CORE, len(CORE))
+    assert any("nl: bool = True" in s.text for s in sections)
+    assert table.update("src/click/utils.py", None)
+    sections, _ = definitions_at(table, "src/click/core.py", CORE, len(CORE))
+    assert all(s.path != "src/click/utils.py" for s in sections)
+
+
+def test_cursor_context_puts_definitions_before_windows_and_unrelated_files_add_nothing() -> None:
+    snippets = SnippetIndex()
+    for path, text in WORKSPACE.items():
+        snippets.add_document(path, text)
+    alone = cursor_context(snippets, table_of(WORKSPACE), "src/click/core.py", CORE, len(CORE))
+    workspace = {**WORKSPACE, "weights.js": "function totalWeight(points, factor) {\n  return 0;\n}\n"}
+    crowded = cursor_context(snippets, table_of(workspace), "src/click/core.py", CORE, len(CORE))
+    assert alone == crowded
+    assert alone.snippets[0].score >= DEFINITION_SCORE - 100
+
+
+def test_go_and_java_see_their_package_and_c_its_headers() -> None:
+    table = table_of(
+        {
+            "geo/scale.go": "package geo\n\nfunc Scale(v []float64, f float64) []float64 {\n\treturn v\n}\n",
+            "bank/Account.java": "package bank;\npublic class Account {\n    public Account(String owner) {}\n}\n",
+            "lib/list.h": "int list_push(struct list *l, void *item);\n",
+        }
+    )
+    go = "package geo\n\nfunc Double(v []float64) []float64 {\n\treturn Scale(v, 2)\n}\n"
+    assert "func Scale(" in definitions_at(table, "geo/double.go", go, len(go) - 3)[0][0].text
+    java = 'package bank;\nclass Teller {\n    void open() {\n        Account a = new Account("x");\n    }\n}\n'
+    assert "public Account(String owner)" in definitions_at(table, "bank/Teller.java", java, 60)[0][0].text
+    c = '#include "list.h"\nvoid f(struct list *l) {\n  list_push(l, 0);\n}\n'
+    assert "int list_push(" in definitions_at(table, "lib/f.c", c, len(c) - 3)[0][0].text
+
+
+def test_import_lines_show_above_a_cut_prefix_within_their_share(tokenizer: Any) -> None:
+    table = table_of(WORKSPACE)
+    context = cursor_context(SnippetIndex(), table, "src/click/core.py", CORE, len(CORE))
+    builder = PromptBuilder(tokenizer, PromptBudget(total=512))
+    request = PromptInput("src/click/core.py", CORE, len(CORE), snippets=context.snippets, imports=context.imports)
+    built = builder.build(request)
+    text = tokenizer.decode(built.token_ids)
+    assert built.prefix_line > 5 and 0 < built.counts["imports"] <= int(builder.budget.total * 0.5 * 0.25)
+    assert "<|fim_prefix|>import os\nfrom .exceptions import BadArgumentUsage, UsageError\n" in text
+    assert len(built.token_ids) <= 512
+    uncut = builder.build(PromptInput("src/click/core.py", CORE[:400], 400, imports=context.imports))
+    assert uncut.counts["imports"] == 0 and uncut.prefix_line == 0  # they are in the prefix itself
