@@ -35,7 +35,8 @@ class HubServer:
     def tree(self) -> list[dict[str, Any]]:
         size = self.file.stat().st_size
         readme = {"type": "file", "path": "README.md", "size": 10, "oid": "0" * 40}
-        return [readme, {"type": "file", "path": self.file.name, "size": size, "lfs": {"oid": self.sha256(), "size": size}}]
+        lfs = {"oid": self.sha256(), "size": size}
+        return [readme, {"type": "file", "path": self.file.name, "size": size, "lfs": lfs}]
 
     def __enter__(self) -> HubServer:
         hub = self

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from lookahead_lsp.decoder.weights.base_models import find_base
 from lookahead_lsp.decoder.weights.embedded import EMBEDDED, EMBEDDED_1_5B
 from lookahead_lsp.evaluation.lsp_client import LspClient
 from lookahead_lsp.lsp_server import model_figures
 from lookahead_lsp.lsp_server.config import Config, parse_config
-from lookahead_lsp.lsp_server.model_figures import Record, verdict
 from lookahead_lsp.lsp_server.model_choice import (
     AIMS,
     LARGE,
@@ -25,6 +25,7 @@ from lookahead_lsp.lsp_server.model_choice import (
     SMALL,
     Choice,
     Figures,
+    carried_base,
     decide,
     fell_back,
     given,
@@ -32,6 +33,7 @@ from lookahead_lsp.lsp_server.model_choice import (
     missed_aims,
     untimed,
 )
+from lookahead_lsp.lsp_server.model_figures import Record, verdict
 
 FAST = Figures(one_token_s=0.030, tail_prefill_s=0.150, threads=2)  # 0.39 s to a median first line
 SLOW = Figures(one_token_s=0.090, tail_prefill_s=0.400, threads=2)  # 1.12 s: misses both aims
@@ -84,6 +86,20 @@ def test_unknown_speed_and_a_failed_load_give_the_small_model() -> None:
     back = fell_back(chosen, "ChecksumError: the parts are corrupt")
     assert back.spec == SMALL and back.figures == FAST
     assert "failed to load: ChecksumError: the parts are corrupt" in back.reason and chosen.reason in back.reason
+
+
+def test_a_downloaded_base_model_is_carried_by_size_and_speed() -> None:
+    small, large = (find_base(f"qwen2.5-coder-{size}-base") for size in ("0.5b", "1.5b"))
+    assert small is not None and large is not None
+    carried = carried_base(small, None)  # the embedded 0.5B's size: no timing needed
+    assert carried is not None and carried.spec == "qwen2.5-coder-0.5b-base" and carried.to_json()["size"] == "0.5B"
+    assert carried_base(large, None) is None  # not timed: not carried
+    assert carried_base(large, SLOW) is None and carried_base(large, BETWEEN) is None
+    fast = carried_base(large, FAST)
+    assert fast is not None and fast.spec == "qwen2.5-coder-1.5b-base" and fast.figures == FAST
+    assert "meets the aims" in fast.reason and fast.to_json()["size"] == "1.5B"
+    back = fell_back(fast, "ModelLoadError: cannot load")
+    assert back.spec == SMALL and back.reason.startswith("qwen2.5-coder-1.5b-base was chosen (")
 
 
 def test_a_named_model_is_its_own_choice() -> None:
@@ -208,7 +224,8 @@ def test_figures_timed_under_load_are_timed_again_when_quiet_else_kept_and_flagg
     again = verdict(loaded, KERNEL_BUILT, busy_now=model_figures.BUSY_LIMIT)  # quiet: at most the limit
     assert not again.keep and "timed under load" in again.reason and "quiet now" in again.reason
     busy = verdict(loaded, KERNEL_BUILT, busy_now=model_figures.BUSY_LIMIT + 0.01)
-    assert busy.keep and busy.flagged and "still busy" in busy.reason and "timed again at a quieter start" in busy.reason
+    assert busy.keep and busy.flagged and "still busy" in busy.reason
+    assert "timed again at a quieter start" in busy.reason
 
 
 def test_the_machine_s_load_is_other_work_s_threads_per_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
