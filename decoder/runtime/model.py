@@ -373,7 +373,7 @@ def _check_hf_id(spec: str) -> None:
         ) from exc
     if not isinstance(cached, str):
         raise ModelLoadError(
-            f"{spec!r} is not a model name, a local path or in the local HF cache (downloads are never attempted; "
+            f"{spec!r} is not a model name or a local path, and not in the local HF cache (no download is tried; "
             f"model names: {known_names()})"
         )
 
