@@ -53,7 +53,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--spec",
         default="embedded",
-        help="embedded (default), embedded-1.5b, a transformers directory, a .gguf file, or a locally cached HF id",
+        help="embedded (default), embedded-1.5b, a downloaded base model (--get), a transformers directory, a .gguf "
+        "file, or a locally cached HF id",
     )
     parser.add_argument("--device", default="auto", help="auto (cuda, mps, cpu), cpu, cuda, cuda:N, mps")
     parser.add_argument("--dtype", default="auto", help="auto (bf16 on cuda, else fp32), float32, bfloat16, ...")
