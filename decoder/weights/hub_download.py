@@ -95,13 +95,15 @@ def part_path(dest: Path) -> Path:
 
 
 class ProgressLines:
-    """Progress of one file as lines: one per :data:`STEP` of it (and one each time the bytes resume)."""
+    """Progress of one file as lines: one per :data:`STEP` of it and at least every :data:`EVERY_S` seconds (and one
+    each time the bytes resume), so that a slow download never looks like a hang."""
 
     STEP = 0.1
+    EVERY_S = 10.0
 
     def __init__(self, what: str, size: int, say: Say) -> None:
         self.what, self.size, self.say = what, size, say
-        self.started = time.monotonic()
+        self.started = self.last = time.monotonic()
         self.next = 0.0
 
     def line(self, done: int) -> str:
@@ -114,9 +116,11 @@ class ProgressLines:
 
     def update(self, done: int) -> None:
         fraction = done / self.size if self.size else 1.0
-        if fraction >= self.next:
+        now = time.monotonic()
+        if fraction >= self.next or now - self.last >= self.EVERY_S:
             self.say(self.line(done))
             self.next = (int(fraction / self.STEP) + 1) * self.STEP
+            self.last = now
 
 
 def _receive(url: str, part: Path, size: int, lines: ProgressLines) -> None:

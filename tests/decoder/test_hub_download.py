@@ -5,11 +5,12 @@ refused with nothing kept, and the hub's tree listing read for the sha256 and si
 from __future__ import annotations
 
 import hashlib
+import time
 from pathlib import Path
 
 import pytest
 
-from lookahead_lsp.decoder.weights.hub_download import DownloadError, fetch, lfs_entry, part_path
+from lookahead_lsp.decoder.weights.hub_download import DownloadError, ProgressLines, fetch, lfs_entry, part_path
 from tests.hub_server import HubServer
 
 REPO = "ggml-org/Qwen2.5-Coder-0.5B-Q8_0-GGUF"
@@ -68,3 +69,20 @@ def test_the_tree_listing_gives_an_lfs_file_s_sha256_and_size() -> None:
 def test_a_repository_the_hub_does_not_have_is_a_clear_error(tmp_path: Path, tiny_base_gguf: Path) -> None:
     with HubServer(REPO, tiny_base_gguf) as hub, pytest.raises(DownloadError, match="the hub answered 404"):
         fetch("ggml-org/nothing", tiny_base_gguf.name, tmp_path / "x.gguf", lambda _line: None, endpoint=hub.endpoint)
+
+
+def test_progress_comes_each_tenth_and_at_least_every_ten_seconds(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = [100.0]
+    monkeypatch.setattr(time, "monotonic", lambda: clock[0])
+    lines: list[str] = []
+    progress = ProgressLines("m.gguf", 1_000_000, lines.append)
+    for done in range(0, 1_000_001, 20_000):  # 2% a chunk, no time passing: a line each tenth
+        progress.update(done)
+    assert len(lines) == 11 and lines[0].startswith("m.gguf: 0.0 of 1.0 MB (0%)") and "(100%)" in lines[-1]
+    slow = ProgressLines("m.gguf", 1_000_000, lines.append)
+    lines.clear()
+    for done in range(1, 30):  # a byte a step, 4 s apart: no tenth reached, a line every 10 s
+        clock[0] += 4.0
+        slow.update(done)
+    # the first at 4 s, then the first step 10 s or more after the last line: 16, 28, ... 112 s
+    assert len(lines) == 10 and all("(0%)" in line for line in lines)
