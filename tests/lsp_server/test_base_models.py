@@ -97,6 +97,11 @@ def test_a_wrong_sha256_is_refused_and_the_model_is_not_served(
     with pytest.raises(ModelLoadError) as raised:
         load_model(SMALL_BASE, device="cpu")
     assert str(raised.value).startswith(f"{SMALL_BASE} is not downloaded: run `lookahead-lsp model --get {SMALL_BASE}`")
+    source = cache / "a.py"
+    source.write_text("x = 1\n")
+    status = cli.main(["complete", str(source), "--line", "0", "--character", "0", "--model", SMALL_BASE, "--no-index"])
+    err = capsys.readouterr().err
+    assert status == 2 and f"run `lookahead-lsp model --get {SMALL_BASE}`" in err  # never a download of its own
 
 
 def test_unknown_names_list_the_known_ones(
