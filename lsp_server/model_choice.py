@@ -16,7 +16,7 @@ only at its end), so both come down to when the median first line ends after the
   idna 5; the largest taken: a hole's first line is often the rest of a line, shorter).
 
 Both models share the tokenizer, so the 1.5B's figures alone decide. They are measured on this machine at
-start-up (``lsp_server/model_figures.py``: timed once with the 1.5B loaded, stored beside the kernels like the
+start-up (``lsp_server/model_figures.py``: timed with the 1.5B loaded, stored beside the kernels like the
 pass-cost table, read back by later starts, timed again where they expire: ``model_figures.verdict``). A 1.5B
 that fails to load falls back to the 0.5B (:func:`fell_back`).
 

@@ -1,10 +1,11 @@
 """weights: download one file from the Hugging Face hub with plain urllib: resumable, checked against the hub's
 sha256, with progress lines. Only ``lookahead-lsp model --get`` calls it: the daemon never downloads.
 
-- The hub: ``$HF_ENDPOINT`` (default ``https://huggingface.co``). ``HF_HUB_OFFLINE`` does not stop it: the
-  project's scripts set that for transformers on every run, and a download here is always one the user asked for. A file's sha256 and size come from the
+- The hub: ``$HF_ENDPOINT`` (default ``https://huggingface.co``). A file's sha256 and size come from the
   repository's tree (``GET /api/models/{repo}/tree/{revision}``: an LFS file's ``lfs.oid`` is its sha256,
   ``lfs.size`` its size); its bytes from ``/{repo}/resolve/{revision}/{file}`` (redirects followed).
+  ``HF_HUB_OFFLINE`` does not stop it: the project's scripts set that for transformers on every run, and a
+  download here is always one the user asked for.
 - Resumable: the bytes go to ``<file>.part``; a request for a file already partly there asks for the rest
   (``Range: bytes=N-``; a server that answers 200 instead of 206 sends it whole, and the part starts over). A
   connection lost mid-file is resumed the same way, up to :data:`ATTEMPTS` times a run; a run that gives up
