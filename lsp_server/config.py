@@ -36,8 +36,10 @@ class Config:
     """Everything the client may set. Field names are the snake_case of the camelCase settings."""
 
     enabled: bool = True
-    # "auto" (the 1.5B where installed and fast enough here, else the 0.5B: lsp_server/model_choice.py),
-    # "embedded", "embedded-1.5b", an HF id, a directory or a .gguf (remote: its tokenizer)
+    # "auto" (a downloaded base model the machine carries, else the 1.5B where installed and fast enough here, else
+    # the 0.5B: lsp_server/model_choice.py), "embedded", "embedded-1.5b", a downloaded base model
+    # ("qwen2.5-coder-1.5b-base" or its hub id: decoder/weights/base_models.py), an HF id, a directory or a .gguf
+    # (remote: its tokenizer)
     model: str = "auto"
     device: str = "auto"  # "auto", "cpu", "cuda", "cuda:1", "mps"
     dtype: str = "auto"  # "auto", "float32", "float16", "bfloat16"

@@ -16,8 +16,14 @@ only at its end), so both come down to when the median first line ends after the
   idna 5; the largest taken: a hole's first line is often the rest of a line, shorter).
 
 Both models share the tokenizer, so the 1.5B's figures alone decide. They are measured on this machine at
-start-up (``lsp_server/model_figures.py``: timed once with the 1.5B loaded, stored beside the kernels like the
-pass-cost table, read back by later starts). A 1.5B that fails to load falls back to the 0.5B (:func:`fell_back`).
+start-up (``lsp_server/model_figures.py``: timed with the 1.5B loaded, stored beside the kernels like the
+pass-cost table, read back by later starts, timed again where they expire: ``model_figures.verdict``). A 1.5B
+that fails to load falls back to the 0.5B (:func:`fell_back`).
+
+Downloaded base models (``lookahead-lsp model --get``: ``decoder/weights/base_models.py``) come first: the base
+models are the ones trained for infilling, so ``auto`` takes the largest downloaded one this machine carries
+(:func:`carried_base`): the 0.5B always (the embedded 0.5B's size), a larger one where its own figures, timed as
+the 1.5B Instruct's are, meet the same aims. Where none is carried the rule above picks between the Instruct ones.
 """
 
 from __future__ import annotations
@@ -25,12 +31,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from lookahead_lsp.decoder.weights.base_models import BASE_MODELS, BaseModel
 from lookahead_lsp.decoder.weights.embedded import EMBEDDED, EMBEDDED_1_5B, MissingPartError, locate_parts
 
 AUTO = "auto"
 SMALL = EMBEDDED.spec  # "embedded": Qwen2.5-Coder-0.5B-Instruct, always installed with the daemon
 LARGE = EMBEDDED_1_5B.spec  # "embedded-1.5b": Qwen2.5-Coder-1.5B-Instruct, the extra ``model-1.5b``
-SIZES = {SMALL: "0.5B", LARGE: "1.5B"}  # what the status bar calls them
+SIZES = {SMALL: "0.5B", LARGE: "1.5B", **{model.name: model.size for model in BASE_MODELS}}  # the status bar's names
 
 TAIL_TOKENS = 32  # re-prefilled after a key: the 28 of psm-short (benchmarks.md); psm-line's p50 is 1, mean 16
 LINE_TOKENS = 8  # the median code line with its line break (module docstring)
@@ -107,9 +114,22 @@ def decide(not_installed: str | None, figures: Figures | None, aims: Sequence[Ai
     return Choice(LARGE, f"the 1.5B meets the aims here ({within}): {figures.describe()}", figures=figures)
 
 
+def carried_base(model: BaseModel, figures: Figures | None, aims: Sequence[Aim] = AIMS) -> Choice | None:
+    """The downloaded base ``model`` as the choice where this machine carries it (module docstring): the 0.5B
+    always, a larger one where ``figures`` (its own, timed here) meet ``aims``; None where it is not carried."""
+    if model.size == "0.5B":
+        return Choice(model.name, "a downloaded base model (trained for infilling) of the embedded 0.5B's size")
+    if figures is None or missed_aims(figures, aims):
+        return None
+    within = " and ".join(f"{aim.what} {aim.seconds} s" for aim in aims)
+    why = f"the largest downloaded base model (trained for infilling) that meets the aims here ({within})"
+    return Choice(model.name, f"{why}: {figures.describe()}", figures=figures)
+
+
 def fell_back(choice: Choice, error: str) -> Choice:
-    """The 0.5B in place of a chosen 1.5B that failed to load."""
-    return Choice(SMALL, f"the 1.5B was chosen ({choice.reason}) but failed to load: {error}", figures=choice.figures)
+    """The 0.5B in place of a chosen model (the 1.5B, a downloaded base model) that failed to load."""
+    chosen = "the 1.5B" if choice.spec == LARGE else choice.spec
+    return Choice(SMALL, f"{chosen} was chosen ({choice.reason}) but failed to load: {error}", figures=choice.figures)
 
 
 def untimed(error: str) -> Choice:

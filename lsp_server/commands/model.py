@@ -6,7 +6,9 @@ is what ``scripts/setup.sh`` runs, and removes the model's caches of older layou
 decoder/weights/embedded.py ``prune_legacy``; older packed formats: decoder/runtime/packed_model.py
 ``prune_older_packed``); ``--prepare SPEC`` is ``--spec SPEC --prepare-only``
 (``lookahead-lsp model --prepare embedded-1.5b``), and repeated prepares each model in one process (torch and
-transformers imported once).
+transformers imported once). ``--get NAME`` downloads a Qwen2.5-Coder base GGUF from the Hugging Face hub
+(``decoder/weights/base_models.py``, ``decoder/weights/hub_download.py``: resumable, sha256-checked, progress on
+stderr) into the cache, where the ``model`` setting NAME then finds it; the only command that downloads.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import TextIO
 from lookahead_lsp.decoder.kernels.woq_native import native_kernel
 from lookahead_lsp.decoder.runtime.model import ModelLoadError, load_model, resolve_spec
 from lookahead_lsp.decoder.runtime.packed_model import prune_older_packed
+from lookahead_lsp.decoder.weights.base_models import BASE_MODELS, find_base, installed_path, known_names
 from lookahead_lsp.decoder.weights.cache import cache_root
 from lookahead_lsp.decoder.weights.embedded import prune_legacy
 from lookahead_lsp.lsp_server.cli import UsageError
@@ -50,7 +53,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--spec",
         default="embedded",
-        help="embedded (default), embedded-1.5b, a transformers directory, a .gguf file, or a locally cached HF id",
+        help="embedded (default), embedded-1.5b, a downloaded base model (--get), a transformers directory, a .gguf "
+        "file, or a locally cached HF id",
     )
     parser.add_argument("--device", default="auto", help="auto (cuda, mps, cpu), cpu, cuda, cuda:N, mps")
     parser.add_argument("--dtype", default="auto", help="auto (bf16 on cuda, else fp32), float32, bfloat16, ...")
@@ -67,10 +71,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="prepare SPEC only (same as --spec SPEC --prepare-only); repeated: each in turn, one process",
     )
+    parser.add_argument(
+        "--get",
+        metavar="NAME",
+        help="download a Qwen2.5-Coder base GGUF from the Hugging Face hub ($HF_ENDPOINT): "
+        + ", ".join(f"{model.name} (~{model.approx_bytes / 1e9:.1f} GB)" for model in BASE_MODELS)
+        + "; or its hub id",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.get is not None:
+        return get(args.get, quiet=args.quiet, as_json=args.json)
     progress = None if args.quiet else StderrProgress()
     specs = args.prepare or [args.spec]
     try:
@@ -112,3 +125,31 @@ def prepare(spec: str, progress: StderrProgress | None) -> dict[str, object]:
         info["older_cache_removed_bytes"] = prune_legacy(sha256) + prune_older_packed(cache_root(), sha256)
     info["prepare_seconds"] = round(time.perf_counter() - started, 2)
     return info
+
+
+def get(name: str, quiet: bool = False, as_json: bool = False) -> int:
+    """``--get NAME``: the base model downloaded and checked (quick where it is already); its path on stdout."""
+    from lookahead_lsp.decoder.weights.hub_download import DownloadError, fetch
+
+    model = find_base(name)
+    if model is None:
+        raise UsageError(f"{name!r} is not a downloadable base model; model names: {known_names()}")
+    dest = installed_path(model)
+
+    def say(line: str) -> None:
+        if not quiet:
+            print(f"get: {line}", file=sys.stderr, flush=True)
+
+    say(f"{model.describe()} into {dest.parent}")
+    try:
+        sha256 = fetch(model.repo, model.filename, dest, say)
+    except DownloadError as exc:
+        print(f"get: cannot get {model.name}: {exc}", file=sys.stderr, flush=True)
+        return 1
+    info = {"model": model.name, "repo": model.repo, "path": str(dest), "sha256": sha256}
+    if as_json:
+        print(json.dumps(info))
+    else:
+        for key, value in info.items():
+            print(f"{key}: {value}")
+    return 0

@@ -4,12 +4,16 @@ installed) and falling back to it (a 1.5B whose parts are damaged), saying why i
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
+from lookahead_lsp.decoder.weights.base_models import find_base
 from lookahead_lsp.decoder.weights.embedded import EMBEDDED, EMBEDDED_1_5B
 from lookahead_lsp.evaluation.lsp_client import LspClient
 from lookahead_lsp.lsp_server import model_figures
@@ -21,6 +25,7 @@ from lookahead_lsp.lsp_server.model_choice import (
     SMALL,
     Choice,
     Figures,
+    carried_base,
     decide,
     fell_back,
     given,
@@ -28,6 +33,7 @@ from lookahead_lsp.lsp_server.model_choice import (
     missed_aims,
     untimed,
 )
+from lookahead_lsp.lsp_server.model_figures import Record, verdict
 
 FAST = Figures(one_token_s=0.030, tail_prefill_s=0.150, threads=2)  # 0.39 s to a median first line
 SLOW = Figures(one_token_s=0.090, tail_prefill_s=0.400, threads=2)  # 1.12 s: misses both aims
@@ -82,6 +88,20 @@ def test_unknown_speed_and_a_failed_load_give_the_small_model() -> None:
     assert "failed to load: ChecksumError: the parts are corrupt" in back.reason and chosen.reason in back.reason
 
 
+def test_a_downloaded_base_model_is_carried_by_size_and_speed() -> None:
+    small, large = (find_base(f"qwen2.5-coder-{size}-base") for size in ("0.5b", "1.5b"))
+    assert small is not None and large is not None
+    carried = carried_base(small, None)  # the embedded 0.5B's size: no timing needed
+    assert carried is not None and carried.spec == "qwen2.5-coder-0.5b-base" and carried.to_json()["size"] == "0.5B"
+    assert carried_base(large, None) is None  # not timed: not carried
+    assert carried_base(large, SLOW) is None and carried_base(large, BETWEEN) is None
+    fast = carried_base(large, FAST)
+    assert fast is not None and fast.spec == "qwen2.5-coder-1.5b-base" and fast.figures == FAST
+    assert "meets the aims" in fast.reason and fast.to_json()["size"] == "1.5B"
+    back = fell_back(fast, "ModelLoadError: cannot load")
+    assert back.spec == SMALL and back.reason.startswith("qwen2.5-coder-1.5b-base was chosen (")
+
+
 def test_a_named_model_is_its_own_choice() -> None:
     assert given("embedded-1.5b") == Choice("embedded-1.5b", "named by the model setting", setting="embedded-1.5b")
 
@@ -117,9 +137,11 @@ def test_parts_without_their_data_count_as_not_installed(tmp_path: Path, monkeyp
 def test_figures_round_trip_and_unusable_files(tmp_path: Path) -> None:
     path = tmp_path / "kernels" / "figures-x.json"
     assert model_figures.stored(path) is None
-    model_figures.store(path, FAST)
-    assert model_figures.stored(path) == FAST
+    record = Record(FAST, measured_at=1_800_000_000.5, busy=0.25, spread=1.1)
+    model_figures.store(path, record)
+    assert model_figures.stored(path) == record
     data = json.loads(path.read_text())
+    assert data["measured"] == "2027-01-15T08:00:00Z"  # and in words
     path.write_text(json.dumps({**data, "version": model_figures.VERSION + 1}))
     assert model_figures.stored(path) is None  # measured again by a newer way of timing
     path.write_text("{not json")
@@ -146,9 +168,80 @@ def test_figures_are_timed_again_under_other_pass_code(monkeypatch: pytest.Monke
 def test_measure_times_a_real_pass_and_prefill() -> None:
     from tests.tiny_model import make_tiny_qwen2
 
-    figures = model_figures.measure(make_tiny_qwen2(), context=64, rounds=2)
+    before = time.time()
+    record = model_figures.measure(make_tiny_qwen2(), context=64, rounds=2)
+    figures = record.figures
     assert 0 < figures.one_token_s < 5 and 0 < figures.tail_prefill_s < 5
     assert figures.threads is not None and figures.threads >= 1
+    assert before <= record.measured_at <= time.time()
+    assert record.busy is not None and record.busy >= 0 and record.spread is not None and record.spread >= 1.0
+
+
+# ---- the figures expire: older than the kernel build, or timed under load ------------------------------------
+
+KERNEL_BUILT = 1_800_000_000.0
+QUIET = Record(FAST, measured_at=KERNEL_BUILT + 60, busy=0.1, spread=1.05)
+
+
+def test_quiet_figures_after_the_kernel_build_are_kept() -> None:
+    judged = verdict(QUIET, KERNEL_BUILT, busy_now=0.0)
+    assert judged.keep and not judged.flagged and "quiet" in judged.reason
+    assert verdict(QUIET, KERNEL_BUILT, busy_now=3.0).keep  # a busy start does not throw away good figures
+    assert verdict(QUIET, None, busy_now=0.0).keep  # no native kernel: nothing to be older than
+
+
+def test_no_figures_are_timed() -> None:
+    judged = verdict(None, KERNEL_BUILT, busy_now=0.0)
+    assert not judged.keep and "no figures" in judged.reason
+
+
+def test_figures_older_than_the_kernel_build_are_timed_again() -> None:
+    old = dataclasses.replace(QUIET, measured_at=KERNEL_BUILT - 1)
+    judged = verdict(old, KERNEL_BUILT, busy_now=0.0)
+    assert not judged.keep and "older than the kernel build" in judged.reason
+    assert not verdict(old, KERNEL_BUILT, busy_now=5.0).keep  # whatever the load now: they are another kernel's
+
+
+def test_figures_of_an_older_file_without_the_load_are_timed_again(tmp_path: Path) -> None:
+    path = tmp_path / "figures-old.json"
+    old = {"version": model_figures.VERSION, "tail_tokens": model_figures.TAIL_TOKENS, "one_token_s": 0.03}
+    path.write_text(json.dumps({**old, "tail_prefill_s": 0.15, "threads": 2, "measured": "2026-11-29T10:00:00Z"}))
+    record = model_figures.stored(path)
+    assert record is not None and record.figures == FAST and record.busy is None
+    judged = verdict(record, None, busy_now=0.0)
+    assert not judged.keep and "do not say how busy" in judged.reason
+
+
+@pytest.mark.parametrize(
+    "loaded",
+    [
+        Record(FAST, KERNEL_BUILT + 60, busy=model_figures.BUSY_LIMIT + 0.3, spread=1.05),  # others' threads ran
+        Record(FAST, KERNEL_BUILT + 60, busy=0.0, spread=model_figures.SPREAD_LIMIT + 0.5),  # rounds disagreed
+    ],
+)
+def test_figures_timed_under_load_are_timed_again_when_quiet_else_kept_and_flagged(loaded: Record) -> None:
+    assert loaded.under_load() and not QUIET.under_load()
+    again = verdict(loaded, KERNEL_BUILT, busy_now=model_figures.BUSY_LIMIT)  # quiet: at most the limit
+    assert not again.keep and "timed under load" in again.reason and "quiet now" in again.reason
+    busy = verdict(loaded, KERNEL_BUILT, busy_now=model_figures.BUSY_LIMIT + 0.01)
+    assert busy.keep and busy.flagged and "still busy" in busy.reason
+    assert "timed again at a quieter start" in busy.reason
+
+
+def test_the_machine_s_load_is_other_work_s_threads_per_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(os, "getloadavg", lambda: (6.0, 1.0, 1.0))
+    monkeypatch.setattr(os, "cpu_count", lambda: 4)
+    assert model_figures.machine_busy(own_threads=2) == pytest.approx(1.0)
+    assert model_figures.machine_busy(own_threads=8) == 0.0  # never below nothing
+    assert model_figures.machine_busy(own_threads=0) == pytest.approx(os.getloadavg()[0] / 4)
+
+
+def test_the_kernel_mtime_is_the_built_library_s() -> None:
+    from lookahead_lsp.decoder.kernels.woq_native import native_kernel
+
+    kernel = native_kernel()
+    mtime = model_figures.kernel_mtime()
+    assert mtime == (kernel.library.stat().st_mtime if kernel is not None else None)
 
 
 # ---- the daemon over stdio --------------------------------------------------------------------------------
