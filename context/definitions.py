@@ -235,8 +235,8 @@ def _wanted(
     for match in _ATTRIBUTE.finditer(region):
         module = imports.modules.get(match.group(1))
         if module is not None:
-            line = first_region_line + region.count("\n", 0, match.start())
-            wanted.append(_Wanted(match.group(2), module, 0, abs(line - cursor_line)))
+            row = first_region_line + region.count("\n", 0, match.start())
+            wanted.append(_Wanted(match.group(2), module, 0, abs(row - cursor_line)))
     statement_lines = {n for s in imports.statements for n in range(s.start, s.end)}
     uses = Counter(
         name

@@ -233,8 +233,8 @@ def _rust_paths(tree: str) -> list[tuple[list[str], str]]:
     items.append(current)
     out: list[tuple[list[str], str]] = []
     for item in filter(None, items):
-        for path, alias in _rust_paths(item):
-            out.append((head + [p for p in path if p != "self"] if path != ["self"] else head, alias))
+        for sub, alias in _rust_paths(item):
+            out.append((head + [p for p in sub if p != "self"] if sub != ["self"] else head, alias))
     return out
 
 

@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lookahead_lsp.context.anchors import PromptAnchors
+from lookahead_lsp.context.definitions import CursorContext, cursor_context
 from lookahead_lsp.context.prompt import BuiltPrompt, PromptInput
-from lookahead_lsp.context.snippets import Snippet
 from lookahead_lsp.decoder.greedy import GreedyDecoder
 from lookahead_lsp.decoder.kv import common_prefix_len
 from lookahead_lsp.decoder.runtime.model import stop_token_ids
@@ -140,13 +140,14 @@ def type_file(
     builder = context.prompt_builder if mode == "anchored" else context.prompt_builder.stateless()
     for text, offset, pause in typing_events(source.text, first_line, lines):
 
-        def query(text: str = text, offset: int = offset) -> list[Snippet]:
-            return context.snippet_index.query_at(text, offset, exclude_path=source.path)
+        def query(text: str = text, offset: int = offset) -> CursorContext:
+            return cursor_context(context.snippet_index, context.symbols, source.path, text, offset)
 
         if mode == "anchored":
             request = anchors.input_for(source.path, text, offset, context.repo_name, pause, query)
         else:
-            request = PromptInput(source.path, text, offset, context.repo_name, query())
+            found = query()
+            request = PromptInput(source.path, text, offset, context.repo_name, found.snippets, imports=found.imports)
         built: BuiltPrompt = builder.build(request)
         if mode == "anchored":
             anchors.remember(request, built)
