@@ -61,6 +61,7 @@ class Config:
     background_prefill: bool = True  # prefill the next prompt in idle time (preempted by any request)
     threads: int | None = None  # torch intra-op threads on CPU; None: the physical cores
     index_enabled: bool = True
+    definitions: bool = True  # definitions of the names the cursor uses from other files (context/definitions.py)
     include: tuple[str, ...] = ()  # gitignore-style patterns the workspace index adds back
     exclude: tuple[str, ...] = ()  # gitignore-style patterns the workspace index skips
     log_file: str | None = None
@@ -180,6 +181,7 @@ _SETTINGS: dict[str, tuple[str, Check]] = {
     "backgroundPrefill": ("background_prefill", _bool),
     "threads": ("threads", _optional(_int_between(1, 256))),
     "indexEnabled": ("index_enabled", _bool),
+    "definitions": ("definitions", _bool),
     "include": ("include", _patterns),
     "exclude": ("exclude", _patterns),
     "logFile": ("log_file", _optional(_text)),

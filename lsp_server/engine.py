@@ -123,7 +123,7 @@ class Engine:
         return self.host.prompt_builder()
 
     def prompt_input(self, path: Path, text: str, offset: int, settled: bool = False) -> PromptInput:
-        return self.workspace.prompt_input(path, text, offset, settled)
+        return self.workspace.prompt_input(path, text, offset, settled, self.host.config.definitions)
 
     def prompt_built(self, request: PromptInput, built: BuiltPrompt) -> None:
         self.workspace.prompt_built(request, built)

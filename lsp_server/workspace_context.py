@@ -136,10 +136,13 @@ class WorkspaceContext:
                 return path.relative_to(root).as_posix()
         return path.name
 
-    def prompt_input(self, path: Path, text: str, offset: int, settled: bool = False) -> PromptInput:
+    def prompt_input(
+        self, path: Path, text: str, offset: int, settled: bool = False, definitions: bool = True
+    ) -> PromptInput:
         """The prompt's input for a cursor in ``path``: its name, the repository, the context snippets and the
         document's anchor (``context/anchors.py``: a keystroke keeps its last prompt's snippets and prefix
-        start; ``settled``, a prompt built in idle time, ranks the snippets again).
+        start; ``settled``, a prompt built in idle time, ranks the snippets again); ``definitions``: the
+        definitions of the names the cursor uses come first (``context/definitions.py``).
 
         The snippets are ranked against the code before the cursor's block of lines
         (``context/snippets.py: query_window``)."""
@@ -147,7 +150,7 @@ class WorkspaceContext:
 
         def query() -> CursorContext:
             with self._snippet_lock:
-                return cursor_context(self._snippets, self._symbols, name, text, offset)
+                return cursor_context(self._snippets, self._symbols if definitions else None, name, text, offset)
 
         return self._anchors.input_for(name, text, offset, self.repo_name, settled, query)
 

@@ -9,7 +9,7 @@ export const SECTION = 'lookahead';
 const DAEMON_KEYS = [
   'enabled', 'model', 'device', 'dtype', 'prefillDtype', 'decoder', 'window', 'ngram', 'verify', 'draftLength',
   'maxNewTokens', 'kvSlots', 'tokenBudget', 'lineDeadlineMs', 'multilineDeadlineMs', 'lineCapMs', 'progressive',
-  'indexEnabled', 'include', 'exclude', 'logFile',
+  'indexEnabled', 'definitions', 'include', 'exclude', 'logFile',
 ] as const;
 
 function config(): vscode.WorkspaceConfiguration {
