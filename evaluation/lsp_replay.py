@@ -368,8 +368,9 @@ LAYOUT_MODES: dict[str, dict[str, Any]] = {
     "psm 1024": {"promptLayout": "psm", "tokenBudget": 1024},
     "psm-short": {"promptLayout": "psm-short"},
     "psm-line": {"promptLayout": "psm-line"},
+    "no definitions": {"definitions": False},  # the context before the definitions of imported names (#76)
 }
-"""The prompt's layout and budget, each progressive (the default delivery): named with ``--modes``."""
+"""The prompt's layout, budget and context, each progressive (the default delivery): named with ``--modes``."""
 PAUSE_MODES: dict[str, dict[str, Any]] = {**DEADLINE_MODES, **LAYOUT_MODES}
 REFERENCE_MODE = "no deadlines"  # the deadline-free completion: what "whole line" and "whole block" mean ...
 # ... except where a mode's own runs end by themselves (the progressive ones)
