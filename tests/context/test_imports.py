@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from lookahead_lsp.context.imports import Imported, file_imports
 from lookahead_lsp.context.languages import detect_language
 
@@ -10,36 +12,55 @@ def imports_of(path: str, text: str):  # type: ignore[no-untyped-def]
     return file_imports(text, detect_language(path=path), path)
 
 
-def test_python_relative_absolute_aliases_and_parentheses() -> None:
-    text = (
-        "import os\nimport numpy as np\nfrom ..core import (\n    Context,\n    Command as Cmd,  # the base\n)\n"
-        "from .exceptions import BadArgumentUsage\nfrom . import utils\n\ndef f():\n    pass\n"
-    )
-    found = imports_of("src/click/sub/mod.py", text)
-    assert found.names["Context"] == Imported(("src", "click", "core"), "Context")
-    assert found.names["Cmd"] == Imported(("src", "click", "core"), "Command")
-    assert found.names["BadArgumentUsage"] == Imported(("src", "click", "sub", "exceptions"), "BadArgumentUsage")
-    assert found.modules["np"] == ("numpy",) and found.modules["utils"] == ("src", "click", "sub", "utils")
-    assert [(s.start, s.end, s.local) for s in found.statements] == [
-        (0, 1, False),
-        (1, 2, False),
-        (2, 6, True),
-        (6, 7, True),
-        (7, 8, True),
-    ]
+PYTHON = (
+    "import os\nimport numpy as np\nfrom ..core import (\n    Context,\n    Command as Cmd,  # the base\n)\n"
+    "from .exceptions import BadArgumentUsage\nfrom . import utils\n\ndef f():\n    pass\n"
+)
+JAVASCRIPT = (
+    'import fs from "fs";\nimport { join, resolve as abs } from "../lib/paths.js";\n'
+    'import * as util from "./util";\nconst { parse } = require("./parser");\n'
+)
+CLICK, APP = ("src", "click"), ("src", "app")
 
 
-def test_javascript_imports_and_require() -> None:
-    text = (
-        'import fs from "fs";\nimport { join, resolve as abs } from "../lib/paths.js";\n'
-        'import * as util from "./util";\nconst { parse } = require("./parser");\n'
-    )
-    found = imports_of("src/app/main.js", text)
-    assert found.names["join"] == Imported(("src", "lib", "paths"), "join")
-    assert found.names["abs"] == Imported(("src", "lib", "paths"), "resolve")
-    assert found.modules["util"] == ("src", "app", "util")
-    assert found.names["parse"] == Imported(("src", "app", "parser"), "parse")
-    assert [s.local for s in found.statements] == [False, True, True, True]
+@pytest.mark.parametrize(
+    ("path", "text", "names", "modules", "statements"),
+    [
+        (  # relative, absolute, aliases, a parenthesised list with a comment, a module imported from a package
+            "src/click/sub/mod.py",
+            PYTHON,
+            {
+                "Context": Imported((*CLICK, "core"), "Context"),
+                "Cmd": Imported((*CLICK, "core"), "Command"),
+                "BadArgumentUsage": Imported((*CLICK, "sub", "exceptions"), "BadArgumentUsage"),
+            },
+            {"np": ("numpy",), "utils": (*CLICK, "sub", "utils")},
+            [(0, 1, False), (1, 2, False), (2, 6, True), (6, 7, True), (7, 8, True)],
+        ),
+        (  # default, named, aliased, namespace imports and require
+            "src/app/main.js",
+            JAVASCRIPT,
+            {
+                "join": Imported(("src", "lib", "paths"), "join"),
+                "abs": Imported(("src", "lib", "paths"), "resolve"),
+                "parse": Imported((*APP, "parser"), "parse"),
+            },
+            {"util": (*APP, "util")},
+            [(0, 1, False), (1, 2, True), (2, 3, True), (3, 4, True)],
+        ),
+    ],
+)
+def test_names_modules_and_statements(
+    path: str,
+    text: str,
+    names: dict[str, Imported],
+    modules: dict[str, tuple[str, ...]],
+    statements: list[tuple[int, int, bool]],
+) -> None:
+    found = imports_of(path, text)
+    assert {local: found.names[local] for local in names} == names
+    assert {local: found.modules[local] for local in modules} == modules
+    assert [(s.start, s.end, s.local) for s in found.statements] == statements
 
 
 def test_java_go_rust_and_c() -> None:
