@@ -69,7 +69,7 @@ MIN_SECTION_TOKENS = 16  # a context section cut to fewer tokens than this is le
 SPARE_STEP = 32  # room the context leaves reaches a cut prefix in steps of this many tokens
 MIDDLE_LINES = 4  # "psm-line": the middle starts on the last line whose number is a multiple of this
 SPLIT_SLACK = 2  # "psm-line": tokens the prefix's cap leaves for tokenizing it in two parts
-IMPORTS_SHARE = 0.25  # the import lines shown above a cut prefix take at most this share of the prefix's cap
+IMPORTS_SHARE = 0.25  # the import lines above a cut prefix: at most this share of its tokens, from the context's room
 
 SPECIAL_TOKENS = ("<|repo_name|>", "<|file_sep|>", "<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>")
 
@@ -213,18 +213,22 @@ class PromptBuilder:
         suffix_unused = suffix_cap - len(suffix.ids) if len(suffix.text) == len(request.text) - offset else 0
         quantum = budget.context_quantum
         context_cap = available - prefix_cap - suffix_cap + suffix_unused // quantum * quantum
+        prefix_cap = max(0, prefix_cap - SPLIT_SLACK) if self.layout == "psm-line" else prefix_cap
+        # the import lines above a cut prefix take the context's room: the code above the cursor stays whole (it is
+        # also what the decoder drafts from); decided by the prefix that fits its own cap, as steady as its start
+        tentative = self._anchored_prefix(before, prefix_cap, request)
+        head, head_end = self._imports_head(request, before, tentative, int(prefix_cap * IMPORTS_SHARE))
+        context_cap = max(0, context_cap - len(head))
         sections, context_ids = self._fit_sections(request.snippets, context_cap)
         # as steady as the snippets (context_cap moves in whole quanta); a cut section's last partial line is no room
         spare = (context_cap - len(context_ids)) // SPARE_STEP * SPARE_STEP
-        prefix_cap = max(0, prefix_cap - SPLIT_SLACK) if self.layout == "psm-line" else prefix_cap
         prefix = self._anchored_prefix(before, prefix_cap + spare, request)  # a cut prefix takes that room
         if prefix.start == 0 and len(prefix.ids) <= prefix_cap:  # an uncut one lends its own to the context
             unused = prefix_cap - len(prefix.ids) + suffix_unused
             context_cap = available - prefix_cap - suffix_cap + unused // quantum * quantum
             sections, context_ids = self._fit_sections(request.snippets, context_cap)
-        head = self._imports_head(request.imports, before.count("\n", 0, prefix.start), prefix_cap)
-        if head:  # the import lines above a cut prefix, within its cap
-            prefix = self._anchored_prefix(before, max(0, prefix_cap + spare - len(head)), request)
+        if before.count("\n", 0, prefix.start) < head_end:
+            head = []  # the prefix grew into the import lines: they are in it
         prefix_line = before.count("\n", 0, prefix.start)
         line_middle = self.layout == "psm-line"
         prefix, middle = self._split_middle(prefix, prefix_line) if line_middle else (prefix, _Fitted([], "", offset))
@@ -246,24 +250,29 @@ class PromptBuilder:
             ids, suffix.ids, prefix.text + middle.text, suffix.text, sections, counts, self.layout, healing, prefix_line
         )
 
-    def _imports_head(self, statements: Sequence[Statement], first_line: int, prefix_cap: int) -> list[int]:
-        """The ids of the import statements that end above the prefix's first line (followed by a blank line),
-        within :data:`IMPORTS_SHARE` of ``prefix_cap``: all of them if they fit, else the project's own
-        (``Statement.local``), cut at a statement."""
+    def _imports_head(self, request: PromptInput, before: str, prefix: _Fitted, cap: int) -> tuple[list[int], int]:
+        """The ids of the import statements that end above ``prefix``'s first line (followed by a blank line), and
+        the line after the last of them: at most ``cap`` tokens (:data:`IMPORTS_SHARE` of the prefix's), all of them
+        if they fit, else the project's own (``Statement.local``), cut at a statement. None when the prefix is
+        whole, or holds an import statement before the cursor (the cursor is among the imports: the prefix's
+        start, so the head, would change from key to key)."""
+        first_line, cursor_line = before.count("\n", 0, prefix.start), before.count("\n")
+        statements = request.imports
+        if prefix.start == 0 or any(first_line <= s.start < cursor_line for s in statements):
+            return [], 0
         above = [s for s in statements if s.end <= first_line]
         local = [s for s in above if s.local]
-        cap = int(prefix_cap * IMPORTS_SHARE)
         chosen = above
         for chosen in (above, local) if local and len(local) < len(above) else (above,):
             ids = self._encode_cached("\n".join(s.text for s in chosen) + "\n\n") if chosen else []
             if len(ids) <= cap:
-                return ids
+                return ids, max((s.end for s in chosen), default=0)
         while len(chosen) > 1:
             chosen = chosen[:-1]
             ids = self._encode_cached("\n".join(s.text for s in chosen) + "\n\n")
             if len(ids) <= cap:
-                return ids
-        return []
+                return ids, max(s.end for s in chosen)
+        return [], 0
 
     def _split_middle(self, prefix: _Fitted, first_line: int) -> tuple[_Fitted, _Fitted]:
         """ "psm-line": the prefix up to the start of the last line whose number is a multiple of

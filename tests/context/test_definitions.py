@@ -113,3 +113,13 @@ def test_import_lines_show_above_a_cut_prefix_within_their_share(tokenizer: Any)
     assert len(built.token_ids) <= 512
     uncut = builder.build(PromptInput("src/click/core.py", CORE[:400], 400, imports=context.imports))
     assert uncut.counts["imports"] == 0 and uncut.prefix_line == 0  # they are in the prefix itself
+
+
+def test_no_import_head_when_the_cursor_is_among_the_imports(tokenizer: Any) -> None:
+    text = "".join(f"from .module_{i} import name_{i}, other_name_{i}\n" for i in range(80)) + "from .module_80 import "
+    context = cursor_context(SnippetIndex(), table_of({}), "pkg/__init__.py", text, len(text))
+    assert len(context.imports) >= 80
+    built = PromptBuilder(tokenizer, PromptBudget(total=512)).build(
+        PromptInput("pkg/__init__.py", text, len(text), imports=context.imports)
+    )
+    assert built.prefix_line > 0 and built.counts["imports"] == 0
