@@ -279,7 +279,7 @@ def cursor_context(
     if table is None:
         return CursorContext(tuple(windows))
     found, imports = definitions_at(table, path, text, offset)
-    covered = {(s.path, line) for s in found for line in range(s.start_line, s.start_line + 1)}
+    covered = {(s.path, s.start_line) for s in found}  # the first line of each definition section
     windows = [
         w
         for w in windows
