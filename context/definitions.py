@@ -10,8 +10,9 @@ Which names (the *region* is the cursor's block of :data:`~context.snippets.QUER
 :data:`REGION_BEFORE` lines before it and :data:`REGION_AFTER` after: it moves only when the cursor enters
 another block, so the prompt's context stays in the KV cache while the user types):
 
-1. names the file imports (``context/imports.py``) that the region uses, and attributes of imported modules the
-   region uses (``exc.FileError``): what the cursor's code calls;
+1. names the file imports that the region uses, and attributes of imported modules the region uses
+   (``exc.FileError``), as ``context/imports.py`` ``imported_uses`` finds them (a local ``command = ...`` is not
+   the imported ``command``): what the cursor's code calls;
 2. names the file imports and does not use yet anywhere (imported to be used: a completion is where that
    happens);
 3. in Go and Java, names the region uses that the file neither defines nor imports, defined in another file
@@ -28,7 +29,9 @@ source order.
 
 The import lines themselves reach the prompt through :class:`CursorContext` ``imports``: the prompt builder
 shows them above a prefix that starts below them (``context/prompt.py``), so the names the file can use are in
-view even when the budget cuts the prefix a few dozen lines above the cursor.
+view even when the budget cuts the prefix a few dozen lines above the cursor. Only the file's own imports go
+there (``Statement.top_level``: an ``if TYPE_CHECKING:`` block's dedented, a function's local import never: shown
+at its indentation above unrelated code it reads as broken code, and its names are not the file's).
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from lookahead_lsp.context.imports import FileImports, Statement, file_imports
+from lookahead_lsp.context.imports import FileImports, Statement, file_imports, imported_uses
 from lookahead_lsp.context.languages import LanguageSpec, detect_language
 from lookahead_lsp.context.snippets import QUERY_LINES, Snippet, SnippetIndex
 from lookahead_lsp.context.symbols import Definition, definitions
@@ -51,7 +54,6 @@ DEFINITION_SCORE = 1000.0  # above any BM25 score: definitions are fitted into t
 _PACKAGE_FILES = frozenset({"__init__", "mod", "index", "lib", "main"})
 _SAME_DIRECTORY = frozenset({"go", "java"})
 _IDENTIFIER = re.compile(r"[A-Za-z_$][\w$]*")
-_ATTRIBUTE = re.compile(r"([A-Za-z_$][\w$]*)\s*(?:\.|::|->)\s*([A-Za-z_$][\w$]*)")
 
 
 @dataclass(frozen=True)
@@ -223,20 +225,12 @@ def _wanted(
 ) -> list[_Wanted]:
     """The names to look up, with their tier (the module docstring) and distance from the cursor."""
     nearest: dict[str, int] = {}
-    for number, line in enumerate(region.split("\n"), first_region_line):
-        for name in _IDENTIFIER.findall(line):
-            distance = abs(number - cursor_line)
-            if distance < nearest.get(name, 1 << 30):
-                nearest[name] = distance
     wanted: list[_Wanted] = []
-    for local, imported in imports.names.items():
-        if local in nearest:
-            wanted.append(_Wanted(imported.name, imported.module, 0, nearest[local]))
-    for match in _ATTRIBUTE.finditer(region):
-        module = imports.modules.get(match.group(1))
-        if module is not None:
-            row = first_region_line + region.count("\n", 0, match.start())
-            wanted.append(_Wanted(match.group(2), module, 0, abs(row - cursor_line)))
+    for number, line in enumerate(region.split("\n"), first_region_line):
+        distance = abs(number - cursor_line)
+        for name in _IDENTIFIER.findall(line):
+            nearest[name] = min(distance, nearest.get(name, distance))
+        wanted.extend(_Wanted(use.name, use.module, 0, distance) for use in imported_uses(line, imports))
     statement_lines = {n for s in imports.statements for n in range(s.start, s.end)}
     uses = Counter(
         name
@@ -274,7 +268,7 @@ def cursor_context(
 ) -> CursorContext:
     """The context sections for a cursor: the definitions it needs (:func:`definitions_at`), then the BM25
     windows of other files that pass the relevance bar (``context/snippets.py``) and hold none of those
-    definitions already; and the file's import statements."""
+    definitions already; and the file's top-level import statements."""
     windows = snippets.query_at(text, offset, exclude_path=path)
     if table is None:
         return CursorContext(tuple(windows))
@@ -285,5 +279,7 @@ def cursor_context(
         for w in windows
         if not any((w.path, line) in covered for line in range(w.start_line, w.start_line + w.text.count("\n") + 1))
     ]
-    statements = tuple(replace(s, local=s.local or table.has_module(s.module)) for s in imports.statements)
+    statements = tuple(
+        replace(s, local=s.local or table.has_module(s.module)) for s in imports.statements if s.top_level
+    )
     return CursorContext((*found, *windows), statements)

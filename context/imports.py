@@ -12,6 +12,9 @@
   ``import * as fs from "./fs"``, a Go package, ``from . import utils``), whose attributes the code uses;
 - ``includes``: the path parts of C/C++ headers included with quotes.
 
+:func:`imported_uses` finds where a line of code uses those names (the daemon's choice of definitions and the
+cross-file benchmark holes both ask it).
+
 Module paths are lists of path components, made absolute where the language says how (Python's relative
 imports against the file's package, JavaScript's ``./`` and ``../`` against the file's directory): the symbol
 table matches them against the files of the workspace (``context/definitions.py``).
@@ -21,6 +24,8 @@ from __future__ import annotations
 
 import posixpath
 import re
+import textwrap
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from lookahead_lsp.context.languages import LanguageSpec
@@ -45,6 +50,8 @@ class Statement:
     end: int
     local: bool = False  # it names a module of this project (relative for certain; else as the symbol table finds)
     module: tuple[str, ...] = ()  # the module it imports from (path parts)
+    top_level: bool = True  # the file's own: at column 0, or (dedented) in a top-level ``if``/``try`` block; not
+    # an import inside a function or class, which binds its names there only
 
 
 @dataclass
@@ -92,7 +99,27 @@ def file_imports(text: str, language: LanguageSpec, path: str = "") -> FileImpor
 def _statement(text: str, match: re.Match[str], local: bool, module: tuple[str, ...] = ()) -> Statement:
     start = text.count("\n", 0, match.start())
     body = match.group(0).strip("\n")
-    return Statement(body, start, start + body.count("\n") + 1, local, module)
+    top_level = not body[:1].isspace() or _in_top_level_block(text, match.start())
+    return Statement(textwrap.dedent(body), start, start + body.count("\n") + 1, local, module, top_level)
+
+
+_BLOCK = re.compile(r"(?:if|elif|else|try|except|finally|with)\b")
+
+
+def _in_top_level_block(text: str, offset: int) -> bool:
+    """Whether the indented line at ``offset`` is in a block opened at column 0 by a conditional (``if
+    TYPE_CHECKING:``, ``try:``/``except ImportError:``), by the nearest less-indented line above it."""
+    line_start = text.rfind("\n", 0, offset) + 1
+    indent = len(text[line_start:]) - len(text[line_start:].lstrip(" \t"))
+    end = line_start - 1
+    while end > 0:
+        start = text.rfind("\n", 0, end) + 1
+        line = text[start:end]
+        stripped = line.lstrip(" \t")
+        if stripped and not stripped.startswith("#") and len(line) - len(stripped) < indent:
+            return line == stripped and _BLOCK.match(stripped) is not None
+        end = start - 1
+    return False
 
 
 def _parts(dotted: str, separator: str) -> tuple[str, ...]:
@@ -243,6 +270,41 @@ def _c(text: str, directory: str, out: FileImports) -> None:
         joined = posixpath.normpath(posixpath.join(directory, match.group(1)))
         out.includes.append(_parts(joined.rsplit(".", 1)[0], "/"))
         out.statements.append(_statement(text, match, True, out.includes[-1]))
+
+
+@dataclass(frozen=True)
+class Use:
+    """A use of an imported name on a line: its column, and the name inside the module it comes from."""
+
+    column: int
+    name: str
+    module: tuple[str, ...]
+
+
+_NAME = re.compile(r"[A-Za-z_$][\w$]*")
+_MEMBER = re.compile(r"\s*(?:\.|::|->)\s*([A-Za-z_$][\w$]*)")
+_BOUND_AFTER = re.compile(r"\s*=(?![=>])")  # ``command = ...``, a keyword argument ``f(command=...)``
+_DEFINED_BEFORE = re.compile(r"(?:^|\W)(?:def|class|function|fn|func|struct|interface|enum|trait)$")
+
+
+def imported_uses(line: str, imports: FileImports) -> Iterator[Use]:
+    """Where ``line`` uses a name the file imports (``BadArgumentUsage(``), or a member of a module it imports
+    (``exc.FileError``: the name ``FileError``), left to right. A same-spelled name that is not the import is
+    skipped: a member of something else (``self.command``), a name the line binds (``command = ...``,
+    ``f(command=1)``; an annotation ``x: Command = ...`` is a use) or defines (``def command(``)."""
+    for match in _NAME.finditer(line):
+        before, after = line[: match.start()].rstrip(), line[match.end() :]
+        if before.endswith((".", "::", "->")) or _DEFINED_BEFORE.search(before):
+            continue
+        if _BOUND_AFTER.match(after) and not before.endswith(":"):
+            continue
+        imported = imports.names.get(match.group(0))
+        if imported is not None:
+            yield Use(match.start(), imported.name, imported.module)
+        module = imports.modules.get(match.group(0))
+        member = _MEMBER.match(after)
+        if module is not None and member is not None:
+            yield Use(match.start(), member.group(1), module)
 
 
 _READERS = {

@@ -384,6 +384,7 @@ class Pause:
     hole: Hole
     shown: list[tuple[float, str]] = field(default_factory=list)  # (seconds after the key, text shown)
     prefilled: int | None = None  # prompt tokens the key's model run prefilled (None: no run's stats seen)
+    prompt_tokens: int | None = None  # the key's prompt, in tokens (a longer one costs each decoding step more)
 
     def at(self, seconds: float) -> str:
         """The text shown ``seconds`` after the key."""
@@ -434,6 +435,7 @@ def watch_pause(client: LspClient, hole: Hole, uri: str, version: int, mode: str
         ended = request_id is None or bool(stats)
         if stats:
             pause.prefilled = stats[0].get("prefilledTokens")
+            pause.prompt_tokens = stats[0].get("promptTokens")
         watching = time.perf_counter() - t0 < WATCH_S
         if watching and any(m["method"] == READY and m["params"].get("uri") == uri for m in messages):
             _, shown = _inline(client, uri, hole.prefix)
@@ -560,11 +562,12 @@ def pauses_markdown(pauses: list[Pause]) -> str:
                 *exact,
                 sum(p.final.rstrip() == p.hole.middle.rstrip() for p in mine),
                 _tokens([p.prefilled for p in mine]),
+                _tokens([p.prompt_tokens for p in mine]),
             ]
         )
     headers = ["mode", "pauses", "first ghost p50 s", "whole line p50 s", "lines whole", "whole block p50 s",
                "blocks whole", "exact at 1 s", "exact at 3 s", "exact at the end",
-               "key prefill p50 / max tokens"]  # fmt: skip
+               "key prefill p50 / max tokens", "prompt p50 / max tokens"]  # fmt: skip
     return markdown_table(headers, rows)
 
 
@@ -576,7 +579,14 @@ def _tokens(counts: list[int | None]) -> str:
 
 def pauses_to_json(pauses: list[Pause]) -> list[dict[str, Any]]:
     return [
-        {"mode": p.mode, "hole": p.hole.id, "middle": p.hole.middle, "shown": p.shown, "prefilled": p.prefilled}
+        {
+            "mode": p.mode,
+            "hole": p.hole.id,
+            "middle": p.hole.middle,
+            "shown": p.shown,
+            "prefilled": p.prefilled,
+            "prompt_tokens": p.prompt_tokens,
+        }
         for p in pauses
     ]
 
@@ -590,5 +600,6 @@ def pauses_from_json(rows: list[dict[str, Any]]) -> list[Pause]:
         prefix = "\n" * (int(line) - 1) + " " * int(column)  # the same id; the table needs no more
         hole = Hole(workload, "", path, prefix, row["middle"], "")
         shown = [(float(t), str(text)) for t, text in row["shown"]]
-        pauses.append(Pause(row["mode"], hole, shown, row.get("prefilled")))  # older runs: no "prefilled"
+        # older runs: no "prefilled", no "prompt_tokens"
+        pauses.append(Pause(row["mode"], hole, shown, row.get("prefilled"), row.get("prompt_tokens")))
     return pauses

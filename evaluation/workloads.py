@@ -36,7 +36,7 @@ from importlib import metadata
 from pathlib import Path
 
 from lookahead_lsp.context.definitions import SymbolTable
-from lookahead_lsp.context.imports import FileImports, file_imports
+from lookahead_lsp.context.imports import FileImports, file_imports, imported_uses
 from lookahead_lsp.context.languages import detect_language, get_parser
 
 WORKLOADS = ("fim", "repo", "none", "midline", "block", "xfile")
@@ -557,17 +557,11 @@ def _code_positions(f: SourceFile) -> Callable[[int], bool]:
 
 
 def _first_imported_use(line: str, imports: FileImports, table: SymbolTable, path: str) -> int | None:
-    """The column of the first name on ``line`` that the file imports (or a module it imports, used with an
-    attribute) and that resolves to a definition in another file of the corpus."""
-    for match in re.finditer(r"[A-Za-z_$][\w$]*", line):
-        name = match.group(0)
-        imported = imports.names.get(name)
-        if imported is not None and table.resolve(imported.name, imported.module, path):
-            return match.start()
-        module = imports.modules.get(name)
-        attribute = re.match(r"\s*(?:\.|::)\s*([A-Za-z_$][\w$]*)", line[match.end() :])
-        if module is not None and attribute is not None and table.resolve(attribute.group(1), module, path):
-            return match.start()
+    """The column of the first use on ``line`` of an imported name (``context/imports.py``) that resolves to a
+    definition in another file of the corpus."""
+    for use in imported_uses(line, imports):
+        if table.resolve(use.name, use.module, path):
+            return use.column
     return None
 
 

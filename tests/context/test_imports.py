@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lookahead_lsp.context.imports import Imported, file_imports
+from lookahead_lsp.context.imports import Imported, file_imports, imported_uses
 from lookahead_lsp.context.languages import detect_language
 
 
@@ -74,3 +74,40 @@ def test_java_go_rust_and_c() -> None:
     assert rust.names["feet"] == Imported(("units", "convert"), "to_feet")
     c = imports_of("src/main.c", '#include <stdio.h>\n#include "list.h"\n')
     assert c.includes == [("src", "list")]
+
+
+@pytest.mark.parametrize(
+    ("line", "uses"),
+    [
+        ("    raise BadArgumentUsage(msg)", [(10, "BadArgumentUsage")]),
+        # ``from . import utils``: the name ``utils`` of the package, or the module ``utils``
+        ("    x = utils.make_str(Cmd)", [(8, "utils"), (8, "make_str"), (23, "Command")]),
+        ("    ctx: Context = Context(cmd)", [(9, "Context"), (19, "Context")]),  # an annotation is a use
+        ("    Cmd = self.Cmd or Cmd2", []),  # a local that shadows the import; a member of self
+        ("    f(Context=1, ctx=Context)", [(21, "Context")]),  # a keyword argument binds, a value uses
+        ("def Context(self) -> None:", []),  # a definition of the same name
+        ("    if Cmd == other: pass", [(7, "Command")]),
+    ],
+)
+def test_imported_uses_skip_names_that_are_not_the_import(line: str, uses: list[tuple[int, str]]) -> None:
+    imports = imports_of("src/click/sub/mod.py", PYTHON)
+    assert [(u.column, u.name) for u in imported_uses(line, imports)] == uses
+
+
+def test_only_the_files_own_imports_are_top_level() -> None:
+    text = (
+        "import os\nif t.TYPE_CHECKING:\n    from .core import (\n        Context,\n    )\n\n"
+        "try:\n    import ujson as json\nexcept ImportError:\n    import json\n\n"
+        "def wrap(x):\n    from ._textwrap import TextWrapper\n    if x:\n        import shutil\n"
+        "class A:\n    import re\n"
+    )
+    found = {s.text: s.top_level for s in imports_of("src/click/formatting.py", text).statements}
+    assert found == {
+        "import os": True,
+        "from .core import (\n    Context,\n)": True,  # dedented, continuation lines too
+        "import ujson as json": True,
+        "import json": True,
+        "from ._textwrap import TextWrapper": False,  # a function's own
+        "import shutil": False,
+        "import re": False,
+    }
