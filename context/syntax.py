@@ -205,7 +205,7 @@ def opens_block(code_before_cursor: str, spec: LanguageSpec) -> bool:
         return False
     if code[-1] in OPENERS:
         return True
-    if code.endswith(":"):
+    if code.endswith(":") and not bracket_balance(code, spec)[1]:  # ``def f(self, node:``: an annotation
         if spec.braces:
             return bool(_CASE_LABEL.match(code))
         return spec.name != "python" or bool(_PY_BLOCK_KEYWORDS.match(code))

@@ -120,6 +120,12 @@ def test_mid_line_call_stops_before_the_rest_of_the_line() -> None:
     assert finish("x = foo(|, y)\n", "python", "bar(c, y), y)") == "bar(c, y)"
 
 
+def test_a_signature_cut_at_an_annotation_keeps_its_closing_paren() -> None:
+    marked = "class V:\n    def visit_For(self, node: |\n        pass\n"
+    completion = "nodes.For, **kwargs: t.Any) -> None:\n        for child in node.body:\n"
+    assert finish(marked, "python", completion) == "nodes.For, **kwargs: t.Any) -> None:"
+
+
 def test_mid_line_completion_never_repeats_a_closer_after_the_cursor() -> None:
     assert finish("x = foo(|, y)\n", "python", "a)") == "a"
     assert finish("if (ok(|)) {\n", "c", "x)) {") == "x"

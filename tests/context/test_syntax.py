@@ -72,6 +72,12 @@ def test_colon_in_a_dict_does_not_open_a_block() -> None:
     assert at('d = {"a":|\n', "python").kind == "line"
 
 
+def test_an_annotation_colon_in_a_signature_does_not_open_a_block() -> None:
+    shape = at("class V:\n    def visit(self, node: |\n        pass\n", "python")
+    assert shape.kind == "line" and shape.may_close == 1  # the signature's ``(`` may close
+    assert at("class V:\n    def visit(self, node: Node) -> None:|\n", "python").kind == "block"
+
+
 def test_blank_line_in_python_block_ends_at_dedent() -> None:
     text = "def f(x):\n    if x:\n        y = 1\n        |\n        z = 2\n    return y\n"
     shape = at(text, "python")
