@@ -222,7 +222,8 @@ class PromptBuilder:
         sections, context_ids = self._fit_sections(request.snippets, context_cap)
         # as steady as the snippets (context_cap moves in whole quanta); a cut section's last partial line is no room
         spare = (context_cap - len(context_ids)) // SPARE_STEP * SPARE_STEP
-        prefix = self._anchored_prefix(before, prefix_cap + spare, request)  # a cut prefix takes that room
+        # a cut prefix takes that room (with none, it is the tentative one: the same fit, not tokenized again)
+        prefix = self._anchored_prefix(before, prefix_cap + spare, request) if spare else tentative
         if prefix.start == 0 and len(prefix.ids) <= prefix_cap:  # an uncut one lends its own to the context
             unused = prefix_cap - len(prefix.ids) + suffix_unused
             context_cap = available - prefix_cap - suffix_cap + unused // quantum * quantum
