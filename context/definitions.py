@@ -42,7 +42,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from lookahead_lsp.context.imports import FileImports, Statement, file_imports, imported_uses
+from lookahead_lsp.context.imports import IDENTIFIER, FileImports, Statement, file_imports, imported_uses
 from lookahead_lsp.context.languages import LanguageSpec, detect_language
 from lookahead_lsp.context.snippets import QUERY_LINES, Snippet, SnippetIndex
 from lookahead_lsp.context.symbols import Definition, definitions
@@ -53,7 +53,6 @@ MAX_DEFINITIONS = 8
 DEFINITION_SCORE = 1000.0  # above any BM25 score: definitions are fitted into the budget first
 _PACKAGE_FILES = frozenset({"__init__", "mod", "index", "lib", "main"})
 _SAME_DIRECTORY = frozenset({"go", "java"})
-_IDENTIFIER = re.compile(r"[A-Za-z_$][\w$]*")
 
 
 @dataclass(frozen=True)
@@ -228,7 +227,7 @@ def _wanted(
     wanted: list[_Wanted] = []
     for number, line in enumerate(region.split("\n"), first_region_line):
         distance = abs(number - cursor_line)
-        for name in _IDENTIFIER.findall(line):
+        for name in IDENTIFIER.findall(line):
             nearest[name] = min(distance, nearest.get(name, distance))
         wanted.extend(_Wanted(use.name, use.module, 0, distance) for use in imported_uses(line, imports))
     statement_lines = {n for s in imports.statements for n in range(s.start, s.end)}
@@ -236,7 +235,7 @@ def _wanted(
         name
         for number, line in enumerate(text.split("\n"))
         if number not in statement_lines
-        for name in _IDENTIFIER.findall(line)
+        for name in IDENTIFIER.findall(line)
     )
     for local, imported in imports.names.items():
         if uses[local] == 0:

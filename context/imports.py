@@ -281,7 +281,7 @@ class Use:
     module: tuple[str, ...]
 
 
-_NAME = re.compile(r"[A-Za-z_$][\w$]*")
+IDENTIFIER = re.compile(r"[A-Za-z_$][\w$]*")  # a name in any of the languages read here
 _MEMBER = re.compile(r"\s*(?:\.|::|->)\s*([A-Za-z_$][\w$]*)")
 _BOUND_AFTER = re.compile(r"\s*=(?![=>])")  # ``command = ...``, a keyword argument ``f(command=...)``
 _DEFINED_BEFORE = re.compile(r"(?:^|\W)(?:def|class|function|fn|func|struct|interface|enum|trait)$")
@@ -292,7 +292,7 @@ def imported_uses(line: str, imports: FileImports) -> Iterator[Use]:
     (``exc.FileError``: the name ``FileError``), left to right. A same-spelled name that is not the import is
     skipped: a member of something else (``self.command``), a name the line binds (``command = ...``,
     ``f(command=1)``; an annotation ``x: Command = ...`` is a use) or defines (``def command(``)."""
-    for match in _NAME.finditer(line):
+    for match in IDENTIFIER.finditer(line):
         before, after = line[: match.start()].rstrip(), line[match.end() :]
         if before.endswith((".", "::", "->")) or _DEFINED_BEFORE.search(before):
             continue
