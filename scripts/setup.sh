@@ -50,7 +50,7 @@ heartbeat_s=8  # a line at least this often while a step runs
 # step [--lazy] WHAT DETAIL COMMAND...: run COMMAND, its output kept aside and shown only if it fails (and
 # always with --verbose). Says "WHAT: DETAIL" when it starts, or with --lazy only once it has run 5 s (a step
 # that is mostly a quick look-up: then an up-to-date setup prints nothing), then "still WHAT (N s)" every
-# $heartbeat_s seconds.
+# $heartbeat_s seconds, and "WHAT: done (N s)" when it has said it started and succeeds.
 step() {
     local lazy=0
     if [[ $1 == --lazy ]]; then lazy=1; shift; fi
@@ -73,6 +73,8 @@ step() {
     done
     wait "$pid" || status=$?
     trap - INT TERM
+    # a step that said it started says it ended: the next step may be a lazy one, silent for its first 5 s
+    if [[ $status == 0 && $announced == 1 ]]; then say "$what: done ($((SECONDS - begun)) s)"; fi
     if [[ $status != 0 ]]; then
         echo "setup: $what failed (exit status $status):" >&2
         cat "$log" >&2
