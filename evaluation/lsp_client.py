@@ -229,6 +229,16 @@ class LspClient:
                 return model
             time.sleep(0.1)
 
+    def wait_index(self, timeout: float = 240.0) -> dict[str, Any]:
+        """Poll ``lookahead.stats`` until the workspace index is ready (or ``timeout`` ran out: generous, a CI
+        machine may be busy); its state."""
+        deadline = time.monotonic() + timeout
+        while True:
+            index: dict[str, Any] = self.command("lookahead.stats")["model"]["index"]
+            if index["ready"] or time.monotonic() > deadline:
+                return index
+            time.sleep(0.1)
+
     def close(self, timeout: float = 20.0) -> int:
         """Shutdown, exit and wait for the process; returns its exit status."""
         if self.process.poll() is None:

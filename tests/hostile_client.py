@@ -184,8 +184,9 @@ class HostileClient:
                 return dict(model)
             time.sleep(0.1)
 
-    def wait_index(self, timeout: float = 90.0) -> dict[str, Any]:
-        """The workspace index's state once it is ready (or when ``timeout`` ran out)."""
+    def wait_index(self, timeout: float = 240.0) -> dict[str, Any]:
+        """The workspace index's state once it is ready (or when ``timeout`` ran out: generous, a CI machine
+        may be busy; a ready index returns at once)."""
         deadline = time.monotonic() + timeout
         while True:
             index = self.stats()["model"]["index"]

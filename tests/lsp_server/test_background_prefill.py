@@ -28,9 +28,7 @@ def server(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> It
     options = {"model": str(tiny_model_dir), "maxNewTokens": 6, "promptLayout": "spm", "tokenBudget": 1024}
     client = _start(tmp, options)
     assert client.wait_model()["state"] == "ready"
-    deadline = time.monotonic() + 60
-    while not client.command("lookahead.stats")["model"]["index"]["ready"] and time.monotonic() < deadline:
-        time.sleep(0.2)
+    assert client.wait_index()["ready"]
     yield client
     _close_cleanly(client)
 

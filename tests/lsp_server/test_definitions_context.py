@@ -51,9 +51,7 @@ def test_a_definition_on_disk_reaches_the_prompt_and_follows_its_edits(tiny_mode
         options.update(lineDeadlineMs=None, lineCapMs=None)
         client.initialize(root=root, options=options)
         assert client.wait_model()["state"] == "ready"
-        deadline = time.monotonic() + 60
-        while not client.command("lookahead.stats")["model"]["index"]["ready"] and time.monotonic() < deadline:
-            time.sleep(0.1)
+        assert client.wait_index()["ready"]
         uri = (root / "main.py").as_uri()
         client.open(uri, MAIN)
         client.inline(uri, 4, len("    return "), timeout=120)  # the cursor: its document settles, prefilled

@@ -49,9 +49,7 @@ def _completion(tmp: Path, tiny_model_dir: Path, files: dict[str, str]) -> Any:
         options = {"model": str(tiny_model_dir), "maxNewTokens": 8, "lineDeadlineMs": None, "lineCapMs": None}
         client.initialize(root=root, options=options)
         assert client.wait_model()["state"] == "ready"
-        deadline = time.monotonic() + 60
-        while not client.command("lookahead.stats")["model"]["index"]["ready"] and time.monotonic() < deadline:
-            time.sleep(0.1)
+        assert client.wait_index()["ready"]
         for name, text in files.items():
             client.open((root / name).as_uri(), text, "javascript" if name.endswith(".js") else "python")
         uri = (root / "main.py").as_uri()
