@@ -51,6 +51,16 @@ def read_message(stream: IO[bytes]) -> Message | None:
     return json.loads(body) if len(body) == length else None
 
 
+def poll(read: Callable[[], Any], done: Callable[[Any], bool], timeout: float, every_s: float = 0.1) -> Any:
+    """``read()`` every ``every_s`` until ``done`` of its value or ``timeout`` ran out; the last value read."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = read()
+        if done(value) or time.monotonic() > deadline:
+            return value
+        time.sleep(every_s)
+
+
 class LspClient:
     """Drives one server process. ``command`` defaults to ``python -m lookahead_lsp.lsp_server.cli serve``."""
 
@@ -222,22 +232,14 @@ class LspClient:
 
     def wait_model(self, state: str = "ready", timeout: float = 120.0) -> dict[str, Any]:
         """Poll ``lookahead.stats`` until the model reaches ``state`` (or failed)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            model: dict[str, Any] = self.command("lookahead.stats")["model"]
-            if model["state"] in (state, "failed") or time.monotonic() > deadline:
-                return model
-            time.sleep(0.1)
+        return poll(
+            lambda: self.command("lookahead.stats")["model"], lambda m: m["state"] in (state, "failed"), timeout
+        )
 
     def wait_index(self, timeout: float = 240.0) -> dict[str, Any]:
         """Poll ``lookahead.stats`` until the workspace index is ready (or ``timeout`` ran out: generous, a CI
         machine may be busy); its state."""
-        deadline = time.monotonic() + timeout
-        while True:
-            index: dict[str, Any] = self.command("lookahead.stats")["model"]["index"]
-            if index["ready"] or time.monotonic() > deadline:
-                return index
-            time.sleep(0.1)
+        return poll(lambda: self.command("lookahead.stats")["model"]["index"], lambda i: bool(i["ready"]), timeout)
 
     def close(self, timeout: float = 20.0) -> int:
         """Shutdown, exit and wait for the process; returns its exit status."""

@@ -17,6 +17,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from lookahead_lsp.evaluation.lsp_client import poll
+
 Message = dict[str, Any]
 
 
@@ -177,22 +179,12 @@ class HostileClient:
         return dict(self.request("workspace/executeCommand", {"command": "lookahead.stats", "arguments": []})["result"])
 
     def wait_ready(self, timeout: float = 120.0) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        while True:
-            model = self.stats()["model"]
-            if model["state"] in ("ready", "failed") or time.monotonic() > deadline:
-                return dict(model)
-            time.sleep(0.1)
+        return dict(poll(lambda: self.stats()["model"], lambda m: m["state"] in ("ready", "failed"), timeout))
 
     def wait_index(self, timeout: float = 240.0) -> dict[str, Any]:
         """The workspace index's state once it is ready (or when ``timeout`` ran out: generous, a CI machine
         may be busy; a ready index returns at once)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            index = self.stats()["model"]["index"]
-            if index["ready"] or time.monotonic() > deadline:
-                return dict(index)
-            time.sleep(0.2)
+        return dict(poll(lambda: self.stats()["model"]["index"], lambda i: bool(i["ready"]), timeout, 0.2))
 
     def indexed_files(self) -> int:
         return int(self.stats()["model"]["index"]["stats"]["files"])
