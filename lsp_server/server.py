@@ -507,12 +507,10 @@ class LookaheadServer(LanguageServer):
             self._jobs_by_message.pop(message_id, None)
 
     def _published(self, completion: Completion) -> None:
-        """A run published (on the event loop): hold it; a whole one's stats are recorded and sent; growth
-        after the answer is announced while the document is still at that state (or typed through it)."""
+        """A run published (on the event loop): hold it; growth after the answer is announced while the
+        document is still at that state (or typed through it); a whole one's stats are recorded and sent last,
+        so a client that has the stats has every ``completionReady`` of that run (none follows them)."""
         entry, grew = self.held.hold(completion)
-        if completion.final:
-            self.book.record(completion)
-            self.protocol.notify(STATS_NOTIFICATION, completion.stats())
         position = self._still_shown_at(entry) if grew and entry.answered else None
         if position is not None:
             doc, offset = position
@@ -525,6 +523,9 @@ class LookaheadServer(LanguageServer):
             }
             self.book.count("readyNotifications")
             self.protocol.notify(READY_NOTIFICATION, params)
+        if completion.final:
+            self.book.record(completion)
+            self.protocol.notify(STATS_NOTIFICATION, completion.stats())
 
     def _still_shown_at(self, entry: Held) -> tuple[Document, int] | None:
         """The document and cursor where ``entry`` is still what the user sees: its own state, or one that

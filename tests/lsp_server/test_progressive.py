@@ -75,6 +75,8 @@ def test_a_cut_completion_streams_in_and_is_answered_from_the_held_continuation(
     )
     whole = server.wait_notification(STATS, lambda p: p["requestId"] == ready["requestId"], after=before)
     assert whole["finishReason"] != "cancelled" and whole["newTokens"] > 1  # the run went on to its end
+    of_run = [m["method"] for m in server.notifications[before:] if m["params"].get("requestId") == request_id]
+    assert of_run[-1] == STATS and READY in of_run  # the stats end the run: a client that has them has every ready
     totals = _totals(server)
 
     again = server.inline(uri, line, character)  # asked again, as the client does on the notification
