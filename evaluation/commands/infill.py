@@ -96,11 +96,13 @@ def run(args: argparse.Namespace) -> int:
         missing = runtime_missing(load_suite(suite, 1)[0].language)
         if missing:
             progress(f"{suite}: pass@1 not scored ({missing})")
-    runs = [run_side(suite, side, args) for suite in suites for side in sides]
-    text = report(runs, args)
-    print(text)
-    if args.out:
-        write(runs, text, Path(args.out))
+    runs: list[Run] = []
+    for suite in suites:
+        for side in sides:
+            runs.append(run_side(suite, side, args))
+            if args.out:  # after each side: a run stopped later keeps the sides it finished
+                write(runs, report(runs, args), Path(args.out))
+    print(report(runs, args))
     return 0
 
 
