@@ -106,9 +106,10 @@ def _wait_ready(client: LspClient) -> None:
     raise TimeoutError("the daemon's model was not ready in time")
 
 
-def _start_daemon(root: Path, options: dict[str, Any]) -> LspClient:
-    """``lookahead-lsp serve`` on the workspace ``root``, initialized with ``options``, its model ready."""
-    return ready_daemon(LspClient(cwd=Path.cwd()), root, options)
+def _start_daemon(root: Path, options: dict[str, Any], command: Sequence[str] | None = None) -> LspClient:
+    """``lookahead-lsp serve`` (or ``command``: another build's) on the workspace ``root``, initialized with
+    ``options``, its model ready."""
+    return ready_daemon(LspClient(command, cwd=Path.cwd()), root, options)
 
 
 ClientT = TypeVar("ClientT", bound=LspClient)
@@ -353,6 +354,7 @@ def sessions_markdown(keys: list[CaseKey]) -> str:
 READY = "lookahead/completionReady"
 STATS = "lookahead/completionStats"
 WATCH_S = 10.0  # a pause is watched this long at most
+STATS_GRACE_S = 0.5  # after a run's stats, the wait for its final completionReady (sent after them before 2026-12-02)
 SHOWN_AT_S = (1.0, 3.0)
 DEADLINE_MODES: dict[str, dict[str, Any]] = {
     "progressive": {},  # the defaults: deadlines at line ends, decoding goes on, the client asks again
@@ -372,9 +374,10 @@ LAYOUT_MODES: dict[str, dict[str, Any]] = {
 }
 """The prompt's layout, budget and context, each progressive (the default delivery): named with ``--modes``."""
 PAUSE_MODES: dict[str, dict[str, Any]] = {**DEADLINE_MODES, **LAYOUT_MODES}
+BASELINE_MODE = "baseline"  # another build's daemon with its own defaults (``bench pauses --baseline-command``)
 REFERENCE_MODE = "no deadlines"  # the deadline-free completion: what "whole line" and "whole block" mean ...
 # ... except where a mode's own runs end by themselves (the progressive ones)
-RUN_TO_THE_END = ("progressive", "no deadlines", *LAYOUT_MODES)
+RUN_TO_THE_END = ("progressive", "no deadlines", BASELINE_MODE, *LAYOUT_MODES)
 # (the same prompt on two daemons can decode differently: their KV caches were filled by different passes)
 
 
@@ -415,7 +418,8 @@ def pause_holes(corpus: Corpus, count: int, seed: int = 0) -> list[Hole]:
 
 def watch_pause(client: LspClient, hole: Hole, uri: str, version: int, mode: str) -> Pause:
     """Type the last key before ``hole``'s cursor, then watch as an editor does: ask again on each
-    ``lookahead/completionReady`` for this document, until the run's end (its stats) or :data:`WATCH_S`.
+    ``lookahead/completionReady`` for this document, until the run's end (its stats, then its final
+    completionReady or :data:`STATS_GRACE_S`) or :data:`WATCH_S`.
     A run still going then is waited for (nothing more recorded): on a small CPU a daemon still decoding
     would slow the next pause, another mode's daemon's included."""
     pause = Pause(mode, hole)
@@ -427,20 +431,24 @@ def watch_pause(client: LspClient, hole: Hole, uri: str, version: int, mode: str
     )
     request_id, shown = _inline(client, uri, hole.prefix)
     pause.shown.append((time.perf_counter() - t0, shown))
-    ended = False
-    while not ended and time.perf_counter() - t0 < ANSWER_TIMEOUT_S:
+    ended_at: float | None = None
+    final = False  # the run's final completionReady was seen
+    while request_id is not None and time.perf_counter() - t0 < ANSWER_TIMEOUT_S:
         messages = client.notifications[seen:]
         seen += len(messages)
         stats = [m["params"] for m in messages if m["method"] == STATS and m["params"].get("requestId") == request_id]
-        ended = request_id is None or bool(stats)
         if stats:
+            ended_at = time.perf_counter()
             pause.prefilled = stats[0].get("prefilledTokens")
             pause.prompt_tokens = stats[0].get("promptTokens")
-        watching = time.perf_counter() - t0 < WATCH_S
-        if watching and any(m["method"] == READY and m["params"].get("uri") == uri for m in messages):
+        ready = [m["params"] for m in messages if m["method"] == READY and m["params"].get("uri") == uri]
+        final = final or any(p.get("requestId") == request_id and p.get("final") for p in ready)
+        if ready and time.perf_counter() - t0 < WATCH_S:
             _, shown = _inline(client, uri, hole.prefix)
             pause.shown.append((time.perf_counter() - t0, shown))
-        elif not ended:
+        if ended_at is not None and (final or time.perf_counter() - ended_at > STATS_GRACE_S):
+            break
+        if not ready:
             time.sleep(0.01)
     return pause
 
@@ -485,8 +493,10 @@ def each_in_turn(
     options: dict[str, dict[str, Any]],
     run: Callable[[LspClient, Path, Item, str], Outcome],
     what: str,
+    commands: dict[str, Sequence[str]] | None = None,
 ) -> list[Outcome]:
-    """One daemon per mode with its ``options``, each on its own copy of ``corpus``, all started first; then
+    """One daemon per mode with its ``options`` (and its ``commands`` entry, where it has one: another build's
+    daemon), each on its own copy of ``corpus``, all started first; then
     ``run(client, root, item, mode)`` for every item in each mode in turn, the order rotating from item to item,
     so that on a shared CPU the modes meet the same load and compare within an item."""
     modes = list(options)
@@ -495,7 +505,7 @@ def each_in_turn(
         daemons: dict[str, tuple[LspClient, Path]] = {}
         for i, (mode, settings) in enumerate(options.items()):
             root = _workspace_copy(corpus, str(Path(tmp) / str(i)))
-            client = _start_daemon(root, settings)
+            client = _start_daemon(root, settings, (commands or {}).get(mode))
             stack.callback(client.close)
             daemons[mode] = (client, root)
         for n, item in enumerate(items):
@@ -506,13 +516,23 @@ def each_in_turn(
 
 
 def compare_pauses(
-    corpus: Corpus, holes: list[Hole], model: str, max_new_tokens: int, modes: list[str] | None = None
+    corpus: Corpus,
+    holes: list[Hole],
+    model: str,
+    max_new_tokens: int,
+    modes: list[str] | None = None,
+    baseline: Sequence[str] | None = None,
 ) -> list[Pause]:
     """Every hole paused at (:func:`pause_at`) in each mode of ``modes`` (of :data:`PAUSE_MODES`; by default
-    :data:`DEADLINE_MODES`) in turn, one daemon each (:func:`each_in_turn`)."""
+    :data:`DEADLINE_MODES`) in turn, one daemon each (:func:`each_in_turn`); with ``baseline`` (another build's
+    daemon command) also that daemon with its own defaults, as mode :data:`BASELINE_MODE`."""
     chosen = modes or list(DEADLINE_MODES)
     options = {mode: {"model": model, "maxNewTokens": max_new_tokens, **PAUSE_MODES[mode]} for mode in chosen}
-    return each_in_turn(corpus, holes, options, pause_at, "pause")
+    commands: dict[str, Sequence[str]] = {}
+    if baseline is not None:
+        options[BASELINE_MODE] = {"model": model, "maxNewTokens": max_new_tokens}
+        commands[BASELINE_MODE] = baseline
+    return each_in_turn(corpus, holes, options, pause_at, "pause", commands)
 
 
 def _lower_median(ordered: list[Number]) -> Number:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 from pathlib import Path
 
 from lookahead_lsp.evaluation.lsp_replay import (
@@ -30,6 +31,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--model", default="embedded")
     parser.add_argument("--json", default=None, help="also write every pause's shown texts here")
+    parser.add_argument(
+        "--baseline-command",
+        default=None,
+        metavar="CMD",
+        help="also another build's daemon (a shell-quoted command that serves LSP on stdio) with its own defaults, "
+        "as the mode 'baseline', taking turns with the others",
+    )
     parser.add_argument("--table", default=None, help="instead: the table of the JSON an earlier run wrote")
 
 
@@ -41,7 +49,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--corpus is needed (or --table)")
     corpus = Corpus.load(args.corpus)
     holes = pause_holes(corpus, args.pauses)
-    pauses = compare_pauses(corpus, holes, args.model, args.max_new_tokens, args.modes.split(","))
+    baseline = shlex.split(args.baseline_command) if args.baseline_command else None
+    pauses = compare_pauses(corpus, holes, args.model, args.max_new_tokens, args.modes.split(","), baseline)
     print(f"{corpus.name}: {len(holes)} pauses, max {args.max_new_tokens} new tokens")
     print(pauses_markdown(pauses))
     if args.json:

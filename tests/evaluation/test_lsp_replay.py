@@ -9,6 +9,9 @@ import pytest
 
 from lookahead_lsp.evaluation.lsp_replay import lsp_position, replay
 from lookahead_lsp.evaluation.workloads import Corpus, make_holes
+from tests import slow_passes
+
+SLOW_MS = 200  # each forward pass of the baseline's daemon sleeps this long first
 
 
 def test_lsp_position_counts_utf16_code_units() -> None:
@@ -41,19 +44,25 @@ def test_pauses_are_watched_until_the_run_ends_and_tabled(
     corpus = Corpus.load()
     holes = pause_holes(corpus, 2)
     assert [h.workload for h in holes] == ["midline", "fim"] and "\n" in holes[1].middle.strip()
-    pauses = compare_pauses(corpus, holes, str(tiny_model_dir), 6, modes=["progressive", "no deadlines"])
+    baseline = [*slow_passes.command(SLOW_MS), "serve"]  # "another build": every pass of it sleeps first
+    modes = ["progressive", "no deadlines"]
+    pauses = compare_pauses(corpus, holes, str(tiny_model_dir), 6, modes=modes, baseline=baseline)
     assert [(p.hole, p.mode) for p in pauses] == [
         (holes[0], "progressive"),
         (holes[0], "no deadlines"),
+        (holes[0], "baseline"),
         (holes[1], "no deadlines"),  # the modes take turns in going first
+        (holes[1], "baseline"),
         (holes[1], "progressive"),
     ]
     for pause in pauses:
         times = [t for t, _ in pause.shown]
         assert times and times == sorted(times) and pause.at(times[-1]) == pause.final
         assert pause.prefilled is not None and 0 <= pause.prefilled < 4096  # the key's run, from its stats
+    slowed = [p.first_s() for p in pauses if p.mode == "baseline"]
+    assert all(s is not None and s >= SLOW_MS / 1000.0 for s in slowed)  # the key's run was the baseline's command's
     table = pauses_markdown(pauses)
-    assert "| progressive | 2 |" in table and "| no deadlines | 2 |" in table
+    assert "| progressive | 2 |" in table and "| no deadlines | 2 |" in table and "| baseline | 2 |" in table
     saved = tmp_path / "pauses.json"
     saved.write_text(json.dumps(pauses_to_json(pauses)))
     assert pauses_markdown(pauses_from_json(json.loads(saved.read_text()))) == table
