@@ -14,7 +14,13 @@ that the code before the cursor uses and does not define itself (a function, cla
 name: what the cursor's code calls), or when it holds at least :data:`RELEVANT_COVERAGE` of the query's terms
 (the common ones left out, as in ranking: code like the cursor's, a sibling test, the other half of a
 pattern). Windows that only share common words (``typing``, ``list``, a parameter name) stay out, so an
-unrelated open file never changes a completion.
+unrelated open file never changes a completion. The bar reads code only, on both sides (:func:`code_only`:
+string literals and comments blanked): two documented functions share the words of their prose ("the",
+"given", "array", "return"), which says nothing of whether one's code helps to write the other's. The share
+is of the terms' weight (their idf, as in ranking, counted as if the workspace had :data:`COMMON_MIN_CHUNKS`
+windows at least), not of their count: a query with little code (a function's
+first lines under its comment) shares ``numbers``, ``sum`` and ``length`` with any code that sums numbers,
+while its own names (``sum_product``) are what the window would have to know. Ranking reads the whole text.
 """
 
 from __future__ import annotations
@@ -23,6 +29,8 @@ import math
 import re
 from collections import Counter
 from dataclasses import dataclass
+
+from lookahead_lsp.context.languages import UNKNOWN, detect_language
 
 CHUNK_LINES = 30
 CHUNK_STRIDE = 15
@@ -33,7 +41,7 @@ COMMON_FRACTION = 0.5  # in an index of COMMON_MIN_CHUNKS windows or more, terms
 COMMON_MIN_CHUNKS = 100  # of them are skipped (low idf, long postings)
 QUERY_CHARS = 1800  # characters before the cursor's block of lines that pick the context snippets
 QUERY_LINES = 8  # the block: the query moves only when the cursor enters another block of lines
-RELEVANT_COVERAGE = 0.5  # a window without a definition the query uses must hold this share of its terms
+RELEVANT_COVERAGE = 0.5  # a window without a definition the query uses must hold this share of its terms' idf
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _NAME = r"([A-Za-z_][A-Za-z0-9_]*)"
@@ -49,6 +57,16 @@ _DEFINITIONS = (
         re.M,
     ),
 )
+_TRIPLE_QUOTED = r'"""[\s\S]*?(?:"""|\Z)|' + r"'''[\s\S]*?(?:'''|\Z)"
+_DOUBLE_QUOTED = r'"(?:\\.|[^"\\\n])*"?'
+_SINGLE_QUOTED = r"'(?:\\.|[^'\\\n])*'?"
+_C_COMMENTS = r"//[^\n]*|/\*[\s\S]*?(?:\*/|\Z)"
+_NOT_CODE = {  # string literals and comments, by language (a C-family language without '-strings: chars)
+    "python": re.compile(rf"{_TRIPLE_QUOTED}|{_DOUBLE_QUOTED}|{_SINGLE_QUOTED}|#[^\n]*"),
+    "quotes": re.compile(rf"{_C_COMMENTS}|{_DOUBLE_QUOTED}|{_SINGLE_QUOTED}|`(?:\\.|[^`\\])*`?"),
+    "braces": re.compile(rf"{_C_COMMENTS}|{_DOUBLE_QUOTED}|'(?:\\.[^'\n]{{0,8}}|[^'\\\n])'"),
+}
+_NOT_BREAK = re.compile(r"[^\n\r\v\f\x1c-\x1e\x85\u2028\u2029]")  # what str.splitlines() does not break at
 _NOT_TYPES = frozenset(["return", "new", "throw", "else", "await", "yield", "case", "goto", "delete", "typeof"])
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
 _STOPWORDS = frozenset(
@@ -161,13 +179,38 @@ def defined_names(text: str) -> frozenset[str]:
     return frozenset(n for n in names if len(n) > 1 and n not in _STOPWORDS)
 
 
+def code_only(text: str, path: str | None = None, start: int = 0, end: int | None = None) -> str:
+    """``text[start:end]`` with its string literals and comments blanked to spaces (line breaks kept, so offsets
+    and lines are the same): by ``path``'s language, quotes and ``#`` comments where it has no braces (Python),
+    else ``//`` and ``/* */`` comments and its quotes (``'`` a char literal where it quotes no strings); an
+    unclosed one runs to its line's end (a block: the text's). A language not known is left as it is.
+
+    A slice may begin inside a docstring or a block comment: whether it does is told by counting the openers
+    and closers before ``start`` (C speed, the text is not scanned), and the slice is read as if reopened."""
+    language = detect_language(path=path) if path else UNKNOWN
+    piece = text[start:end]
+    if language is UNKNOWN:
+        return piece
+    if not language.braces:
+        kind, inside = "python", next((q for q in ('"""', "'''") if text.count(q, 0, start) % 2), "")
+    else:
+        kind = "quotes" if language.quote_strings else "braces"
+        inside = "/*" if text.rfind("/*", 0, start) > text.rfind("*/", 0, start) else ""
+    return _NOT_CODE[kind].sub(_blank, inside + piece)[len(inside) :]
+
+
+def _blank(match: re.Match[str]) -> str:
+    return _NOT_BREAK.sub(" ", match.group())
+
+
 @dataclass(frozen=True)
 class _Chunk:
     path: str
     start_line: int
     text: str
     length: int  # number of terms
-    defines: frozenset[str]  # names it defines (defined_names)
+    defines: frozenset[str]  # names its code defines (defined_names)
+    code_terms: frozenset[str]  # the terms of its code (code_only): what the relevance bar reads
 
 
 class SnippetIndex:
@@ -197,7 +240,8 @@ class SnippetIndex:
         if previous is not None and previous[0] == key:
             return
         self.remove_document(path)
-        ids = [self._add_chunk(path, start, chunk) for start, chunk in self._windows(text)]
+        code = self._windows(code_only(text, path))  # the same lines, strings and comments blanked
+        ids = [self._add_chunk(path, start, chunk, code.get(start, "")) for start, chunk in self._windows(text).items()]
         self._by_path[path] = (key, ids)
 
     def remove_document(self, path: str) -> None:
@@ -214,32 +258,42 @@ class SnippetIndex:
                     if not postings:
                         del self._postings[term]
 
-    def _windows(self, text: str) -> list[tuple[int, str]]:
+    def _windows(self, text: str) -> dict[int, str]:
+        """The windows of ``text`` by first line (those with only whitespace left out)."""
         lines = text.splitlines(keepends=True)
         last_start = max(0, len(lines) - self.chunk_lines)
         starts = list(range(0, last_start + 1, self.stride))
         if starts[-1] != last_start:
             starts.append(last_start)
-        windows = [(s, "".join(lines[s : s + self.chunk_lines])) for s in starts]
-        return [(s, chunk) for s, chunk in windows if chunk.strip()]
+        windows = {s: "".join(lines[s : s + self.chunk_lines]) for s in starts}
+        return {s: chunk for s, chunk in windows.items() if chunk.strip()}
 
-    def _add_chunk(self, path: str, start: int, text: str) -> int:
+    def _add_chunk(self, path: str, start: int, text: str, code: str) -> int:
         chunk_id = self._next_id
         self._next_id += 1
         counts = Counter(terms(text))
         length = sum(counts.values())
-        self._chunks[chunk_id] = _Chunk(path, start, text, length, defined_names(text))
+        self._chunks[chunk_id] = _Chunk(path, start, text, length, defined_names(code), frozenset(terms(code)))
         self._total_length += length
         for term, count in counts.items():
             self._postings.setdefault(term, {})[chunk_id] = count
         return chunk_id
 
     def query(
-        self, text_near_cursor: str, exclude_path: str | None = None, k: int = 4, max_chars: int = 4000
+        self,
+        text_near_cursor: str,
+        exclude_path: str | None = None,
+        k: int = 4,
+        max_chars: int = 4000,
+        code: str | None = None,
     ) -> list[Snippet]:
         """The ``k`` best windows for ``text_near_cursor`` (not from ``exclude_path``), at most ``max_chars``
-        characters together (the last one cut at a line end); best first, ties by path and line."""
-        scores = self._scores(text_near_cursor, exclude_path)
+        characters together (the last one cut at a line end); best first, ties by path and line. ``code``: the
+        same text, its strings and comments blanked (default: :func:`code_only` of it read alone, in
+        ``exclude_path``'s language), which the relevance bar reads."""
+        if code is None:
+            code = code_only(text_near_cursor, exclude_path)
+        scores = self._scores(text_near_cursor, code, exclude_path)
         ranked = sorted(scores, key=lambda cid: (-scores[cid], self._chunks[cid].path, self._chunks[cid].start_line))
         out: list[Snippet] = []
         room = max_chars
@@ -256,10 +310,12 @@ class SnippetIndex:
         return out
 
     def query_at(self, text: str, offset: int, exclude_path: str | None = None) -> list[Snippet]:
-        """The snippets for a cursor at ``offset`` in ``text``: :meth:`query` over :func:`query_window`."""
-        return self.query(query_window(text, offset), exclude_path=exclude_path)
+        """The snippets for a cursor at ``offset`` in ``text``: :meth:`query` over :func:`query_window`, its code
+        read from where it begins in the file (:func:`code_only`: a window may begin inside a docstring)."""
+        start, end = query_bounds(text, offset)
+        return self.query(text[start:end], exclude_path=exclude_path, code=code_only(text, exclude_path, start, end))
 
-    def _scores(self, text: str, exclude_path: str | None) -> dict[int, float]:
+    def _scores(self, text: str, code: str, exclude_path: str | None) -> dict[int, float]:
         """BM25 scores of the relevant windows outside ``exclude_path`` (the module docstring's bar), its
         statistics (window count, lengths, document frequencies) over those windows too: typing in the excluded
         document (the one being completed) moves no other window's score, so the snippets, and the prompt's
@@ -272,27 +328,33 @@ class SnippetIndex:
         average = max(total / n, 1.0)
         limit = COMMON_FRACTION * n if n >= COMMON_MIN_CHUNKS else n
         query_terms = set(terms(text))
-        frequency = {t: self._frequency(t, excluded) if t in self._postings else 0 for t in query_terms}
-        usable = sorted((t for t, f in frequency.items() if 0 < f <= limit), key=lambda t: (frequency[t], t))
-        considered = sum(1 for f in frequency.values() if f <= limit)  # the query's terms but the common ones
-        wanted = query_terms - defined_names(text)  # names the code uses and defines elsewhere
+        code_terms = set(terms(code))
+        frequency = {t: self._frequency(t, excluded) if t in self._postings else 0 for t in query_terms | code_terms}
+        usable = sorted((t for t in query_terms if 0 < frequency[t] <= limit), key=lambda t: (frequency[t], t))
+        # the bar's weights: idf in at least COMMON_MIN_CHUNKS windows (a term in each of a few windows is not
+        # known to be common, as the limit says too), the common ones left out
+        weight = {t: _idf(max(n, COMMON_MIN_CHUNKS), frequency[t]) for t in code_terms if frequency[t] <= limit}
+        wanted = code_terms - defined_names(code)  # names the code uses and defines elsewhere
         scores: dict[int, float] = {}
-        covered: dict[int, int] = {}
         for term in usable[:MAX_QUERY_TERMS]:
-            idf = math.log(1 + (n - frequency[term] + 0.5) / (frequency[term] + 0.5))
+            idf = _idf(n, frequency[term])
             for chunk_id, tf in self._postings[term].items():
                 if chunk_id in excluded:
                     continue
                 chunk = self._chunks[chunk_id]
                 norm = tf * (K1 + 1) / (tf + K1 * (1 - B + B * chunk.length / average))
                 scores[chunk_id] = scores.get(chunk_id, 0.0) + idf * norm
-                covered[chunk_id] = covered.get(chunk_id, 0) + 1
-        bar = RELEVANT_COVERAGE * considered
-        return {
-            chunk_id: score
-            for chunk_id, score in scores.items()
-            if covered[chunk_id] >= bar or not self._chunks[chunk_id].defines.isdisjoint(wanted)
-        }
+        bar = RELEVANT_COVERAGE * sum(weight.values())
+        return {chunk_id: score for chunk_id, score in scores.items() if self._relevant(chunk_id, weight, bar, wanted)}
+
+    def _relevant(self, chunk_id: int, weight: dict[str, float], bar: float, wanted: set[str]) -> bool:
+        """The bar (the module docstring's), on code: the window defines a name the query's code uses, or its code
+        holds ``bar`` of the ``weight`` of the query code's terms (and some)."""
+        chunk = self._chunks[chunk_id]
+        if not chunk.defines.isdisjoint(wanted):
+            return True
+        held = sum(w for t, w in weight.items() if t in chunk.code_terms)
+        return held > 0 and held >= bar
 
     def _frequency(self, term: str, excluded: set[int]) -> int:
         """The windows outside ``excluded`` that hold ``term``."""
@@ -300,6 +362,11 @@ class SnippetIndex:
         if len(excluded) < len(postings):
             return len(postings) - sum(1 for c in excluded if c in postings)
         return sum(1 for c in postings if c not in excluded)
+
+
+def _idf(n: int, frequency: int) -> float:
+    """BM25's idf of a term in ``frequency`` of ``n`` windows."""
+    return math.log(1 + (n - frequency + 0.5) / (frequency + 0.5))
 
 
 def _overlaps(chunk: _Chunk, snippet: Snippet, chunk_lines: int) -> bool:
@@ -318,9 +385,15 @@ def query_window(text: str, offset: int) -> str:
 
     Typing on a line keeps the same query, so the same snippets, so the context part of the prompt stays in
     the KV cache. The daemon and the benchmarks both rank snippets against this window."""
+    start, end = query_bounds(text, offset)
+    return text[start:end]
+
+
+def query_bounds(text: str, offset: int) -> tuple[int, int]:
+    """Where :func:`query_window` begins and ends in ``text``."""
     line = text.count("\n", 0, offset)
     anchor = _nth_line_start(text, line - line % QUERY_LINES)
-    return text[max(0, anchor - QUERY_CHARS) : anchor]
+    return max(0, anchor - QUERY_CHARS), anchor
 
 
 def _nth_line_start(text: str, n: int) -> int:

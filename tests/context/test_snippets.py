@@ -165,3 +165,15 @@ def test_defined_names() -> None:
         "MAX_SIZE = 3\nconst limit = 4;\n  public static int countAll(int[] xs) {\n    return helper(xs);\n"
     )
     assert defined_names(code) == {"parser", "parse_line", "max_size", "limit", "countall"}
+
+
+def test_relevance_bar_reads_code_not_prose() -> None:
+    """Two documented functions share the words of their comments; that alone does not let one's window into
+    the other's prompt. The same names in code do."""
+    index = SnippetIndex(chunk_lines=20, stride=10)
+    other = "// Return the given array of integers sorted, the smallest first.\nfunction sort_array(arr){\n"
+    index.add_document("other.js", other + "  return arr.sort();\n}\n")
+    query = "// Return the given array of integers, the smallest first.\nfunction smallest_first(values){\n"
+    assert index.query(query, exclude_path="cursor.js") == []
+    code = "function smallest_first(values){\n  const arr = values.slice();\n  return sort_array(arr);\n"
+    assert [hit.path for hit in index.query(code, exclude_path="cursor.js")] == ["other.js"]
