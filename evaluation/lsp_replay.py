@@ -527,10 +527,11 @@ def compare_pauses(
     :data:`DEADLINE_MODES`) in turn, one daemon each (:func:`each_in_turn`); with ``baseline`` (another build's
     daemon command) also that daemon with its own defaults, as mode :data:`BASELINE_MODE`."""
     chosen = modes or list(DEADLINE_MODES)
-    options = {mode: {"model": model, "maxNewTokens": max_new_tokens, **PAUSE_MODES[mode]} for mode in chosen}
+    common = {"model": model, "maxNewTokens": max_new_tokens}  # every daemon's, the baseline's too
+    options = {mode: {**common, **PAUSE_MODES[mode]} for mode in chosen}
     commands: dict[str, Sequence[str]] = {}
     if baseline is not None:
-        options[BASELINE_MODE] = {"model": model, "maxNewTokens": max_new_tokens}
+        options[BASELINE_MODE] = dict(common)
         commands[BASELINE_MODE] = baseline
     return each_in_turn(corpus, holes, options, pause_at, "pause", commands)
 
