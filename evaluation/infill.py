@@ -12,7 +12,9 @@ Each runner takes holes (``evaluation/infill_suites.py``) and returns one :class
   its first-answer latency runs from the key to the first answer. Then the file is closed and left on disk,
   as a project's files are: one daemon for all holes sees every earlier problem's file (open once, then on
   disk: unrelated context its relevance bar must keep out); with ``fresh``, a new daemon per hole on an empty
-  workspace of its own (the issue's "within 1 point of a fresh daemon per document").
+  workspace of its own (the issue's "within 1 point of a fresh daemon per document"). A repository's hole
+  (``evaluation/infill_repo.py``) is in the editor's buffer only: the workspace is a copy of the repository,
+  its files on disk as saved.
 - :func:`run_raw`: llama.cpp's ``llama-server`` (``evaluation/llama_peer.py``) on the very GGUF the embedded
   model is converted from (``evaluation/remote_bench.py``'s :func:`embedded_gguf`: assembled from the same
   wheel parts into ``.tools/models/``), the prompt the Qwen2.5-Coder report's protocol uses, as token ids:
@@ -109,10 +111,13 @@ def _ready_since(client: LspClient, uri: str, after: int) -> bool:
 
 
 def ask_daemon(client: RecordingClient, root: Path, hole: InfillHole) -> Answer:
-    """Open ``hole``'s problem, type the last key, watch until the run ends; the text finally shown."""
+    """Open ``hole``'s problem, type the last key, watch until the run ends; the text finally shown. A new
+    problem's file is written to ``root`` first; a file already there (a repository's) stays as saved on disk,
+    the hole being in the editor's buffer only."""
     path = root / hole.file_name
     text = hole.prefix + hole.suffix
-    path.write_text(text, encoding="utf-8")
+    if not path.exists():
+        path.write_text(text, encoding="utf-8")
     uri = path.as_uri()
     client.open(uri, text, hole.language)
     typed = Hole(hole.suite, "", hole.file_name, hole.prefix, hole.middle, hole.suffix)  # as lsp_replay has holes

@@ -67,6 +67,7 @@ class InfillHole:
     multiline: bool
     tests: str
     entry_point: str = ""  # Python: the function ``check`` is called on
+    path: str = ""  # a repository's hole (``evaluation/infill_repo.py``): its file's path in the repository
 
     @property
     def line_start(self) -> str:
@@ -75,7 +76,9 @@ class InfillHole:
 
     @property
     def file_name(self) -> str:
-        """A file name for the problem, with its language's extension."""
+        """A file name for the problem, with its language's extension (a repository's hole: its file's path)."""
+        if self.path:
+            return self.path
         return self.id.split(":", 1)[1].replace("/", "_") + EXTENSIONS[self.language]
 
 
@@ -266,8 +269,8 @@ def run_program(language: str, program: str, time_limit_s: float | None = None) 
 
 
 def passes(hole: InfillHole, answer: Answer) -> bool | None:
-    """pass@1 of one answer (None: the language's runtime is missing)."""
-    if runtime_missing(hole.language) is not None:
+    """pass@1 of one answer (None: the hole has no tests, or the language's runtime is missing)."""
+    if not hole.tests or runtime_missing(hole.language) is not None:
         return None
     return run_program(hole.language, filled_program(hole, answer))
 

@@ -18,6 +18,8 @@ from typing import Any
 
 from lookahead_lsp.evaluation.commands.bench import progress
 from lookahead_lsp.evaluation.infill import model_parts, run_daemon, run_raw
+from lookahead_lsp.evaluation.infill_repo import SUITE as REPO_SUITE
+from lookahead_lsp.evaluation.infill_repo import copy_workspace, repo_holes
 from lookahead_lsp.evaluation.infill_suites import (
     SUITES,
     Answer,
@@ -28,6 +30,7 @@ from lookahead_lsp.evaluation.infill_suites import (
     score_answer,
 )
 from lookahead_lsp.evaluation.report import machine_description, markdown_table
+from lookahead_lsp.evaluation.workloads import Corpus
 from lookahead_lsp.lsp_server.cli import UsageError
 
 SIDES = ("daemon", "raw")
@@ -40,7 +43,14 @@ Run = tuple[str, str, list[InfillHole], list[Answer], list[HoleScore]]  # suite,
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--suite", default="humaneval-single", help=f"comma-separated: {', '.join(SUITES)}")
+    parser.add_argument(
+        "--suite",
+        default="humaneval-single",
+        help=f"comma-separated: {', '.join(SUITES)}, {REPO_SUITE} (holes cut from --corpus)",
+    )
+    parser.add_argument("--corpus", default=None, metavar="DIR", help="--suite repo: the repository to cut holes from")
+    parser.add_argument("--holes", type=int, default=40, help="--suite repo: holes, half whole lines, half mid-line")
+    parser.add_argument("--seed", type=int, default=0, help="--suite repo: the seed that picks the holes")
     parser.add_argument("--model", default="embedded", help="embedded (0.5B) or embedded-1.5b")
     parser.add_argument("--limit", type=int, default=None, metavar="N", help="the first N problems of each suite")
     parser.add_argument("--sides", default=",".join(SIDES), help="comma-separated: daemon, raw")
@@ -85,15 +95,29 @@ def daemon_command(args: argparse.Namespace) -> list[str] | None:
     return shlex.split(args.daemon_command) if args.daemon_command else None
 
 
+def suite_holes(suite: str, args: argparse.Namespace) -> list[InfillHole]:
+    """The holes of a public suite (its first ``--limit`` problems), or of ``--corpus`` for ``repo``."""
+    if suite != REPO_SUITE:
+        return load_suite(suite, args.limit)
+    if args.corpus is None:
+        raise UsageError("--suite repo needs --corpus DIR, the repository to cut holes from")
+    if args.fresh:
+        raise UsageError("--fresh applies to the public suites: a repository's holes share its workspace")
+    try:
+        return repo_holes(Corpus.load(args.corpus), args.holes, args.seed)
+    except (FileNotFoundError, ValueError) as exc:
+        raise UsageError(str(exc)) from exc
+
+
 def run(args: argparse.Namespace) -> int:
-    suites = _names(args.suite, SUITES, "--suite")
+    suites = _names(args.suite, (*SUITES, REPO_SUITE), "--suite")
     sides = _names(args.sides, SIDES, "--sides")
     try:
         model_parts(args.model)
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
     for suite in suites:
-        missing = runtime_missing(load_suite(suite, 1)[0].language)
+        missing = runtime_missing(suite_holes(suite, args)[0].language) if suite != REPO_SUITE else "no tests"
         if missing:
             progress(f"{suite}: pass@1 not scored ({missing})")
     runs: list[Run] = []
@@ -109,10 +133,13 @@ def run(args: argparse.Namespace) -> int:
 def run_side(suite: str, side: str, args: argparse.Namespace) -> Run:
     """One suite on one side: its answers, then (after every model run, so that tests do not load the CPU
     while the daemon is timed) their scores."""
-    holes = load_suite(suite, args.limit)
+    holes = suite_holes(suite, args)
     with tempfile.TemporaryDirectory(prefix=f"lookahead-infill-{side}-") as tmp:
         if side == "daemon":
-            answers = run_daemon(holes, daemon_options(args), Path(tmp), args.fresh, progress, daemon_command(args))
+            workspace = Path(tmp)
+            if suite == REPO_SUITE:
+                workspace = copy_workspace(Corpus.load(args.corpus), workspace / "workspace")
+            answers = run_daemon(holes, daemon_options(args), workspace, args.fresh, progress, daemon_command(args))
         else:
             answers = run_raw(holes, args.model, Path(args.out or tmp) / "llama-server", progress)
     progress(f"{suite} {side}: running the tests")
@@ -144,16 +171,22 @@ def table_row(suite: str, side: str, answers: list[Answer], scores: list[HoleSco
 
 
 def only_one_side(runs: list[Run]) -> list[str]:
-    """Per suite with two sides: the holes only one side got exactly right."""
+    """Per suite with two sides: the holes only one side got exactly right, and those one side left empty
+    where the other gave a line."""
     lines = []
     for suite in dict.fromkeys(run[0] for run in runs):
         mine = [run for run in runs if run[0] == suite]
         if len(mine) != 2:
             continue
         exact = [{s.hole_id for s in run[4] if s.exact} for run in mine]
-        for (_, side, *_), ours, theirs in ((mine[0], exact[0], exact[1]), (mine[1], exact[1], exact[0])):
-            alone = sorted(ours - theirs)
+        given = [{s.hole_id for s in run[4] if not s.empty} for run in mine]
+        for ours, theirs in ((0, 1), (1, 0)):
+            side = mine[ours][1]
+            alone = sorted(exact[ours] - exact[theirs])
             lines.append(f"- {suite}: only {side} exact ({len(alone)}): {', '.join(alone) or '-'}")
+            empty = sorted(given[theirs] - given[ours])
+            lines.append(f"- {suite}: {side} empty where {mine[theirs][1]} gave a line ({len(empty)}): "
+                         f"{', '.join(empty) or '-'}")  # fmt: skip
     return lines
 
 
@@ -162,7 +195,12 @@ def report(runs: list[Run], args: argparse.Namespace) -> str:
     machine = machine_description()
     lines = [
         f"## eval infill: {args.model}, {'first ' + str(args.limit) if args.limit else 'all'} problems per suite, "
-        f"the middle hole of each",
+        f"the middle hole of each"
+        + (
+            f"; repo: {args.holes} holes of {args.corpus}, seed {args.seed}"
+            if REPO_SUITE in args.suite.split(",")
+            else ""
+        ),
         "",
         table,
         "",
