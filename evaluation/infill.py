@@ -21,6 +21,8 @@ Each runner takes holes (``evaluation/infill_suites.py``) and returns one :class
   ``<|fim_prefix|>`` prefix ``<|fim_suffix|>`` suffix ``<|fim_middle|>`` (the tokenizer of the model's
   converted directory), the prefix ending at the start of the hole's line (the data's own boundary: no
   indentation typed), greedy, :data:`RAW_NEW_TOKENS` new tokens at most, cut at the end-of-text ids.
+- :func:`run_engine`: the same prompt on this checkout's own engine (greedy), to tell the engines' numerics
+  from the daemon's pipeline when the daemon and the raw side differ.
 """
 
 from __future__ import annotations
@@ -32,7 +34,8 @@ from typing import Any
 
 from lsprotocol import types
 
-from lookahead_lsp.decoder.runtime.model import stop_token_ids
+from lookahead_lsp.decoder.backend import local_backend
+from lookahead_lsp.decoder.runtime.model import configure_torch_threads, load_model, stop_token_ids
 from lookahead_lsp.decoder.runtime.tokenizer import converted_tokenizer
 from lookahead_lsp.decoder.types import DecodeRequest
 from lookahead_lsp.decoder.weights.embedded import EMBEDDED_MODELS, EmbeddedParts, embedded_parts, ensure_converted
@@ -178,17 +181,57 @@ def run_raw(holes: Sequence[InfillHole], model: str, log_dir: Path, progress: Pr
     parts = model_parts(model)
     tokenizer = converted_tokenizer(ensure_converted(parts=parts))
     eos_ids = stop_token_ids(tokenizer)
-    answers: list[Answer] = []
     with started_peers({"raw": ()}, RAW_THREADS, log_dir, gguf=embedded_gguf(parts)) as peers:
         decoder = peers["raw"].decoder
-        for i, hole in enumerate(holes):
+
+        def generate(ids: list[int], multiline: bool) -> Sequence[int]:
             # a line's score reads its first line only: the server may stop there (the same answer, sooner)
-            decoder.stop_strings = () if hole.multiline else ("\n",)
-            ids = fim_prompt_ids(tokenizer, hole.line_start, hole.suffix)
-            started = time.perf_counter()
-            out = decoder.generate(DecodeRequest(ids, RAW_NEW_TOKENS[hole.multiline], eos_ids))
-            elapsed_ms = (time.perf_counter() - started) * 1000.0
-            answers.append(Answer(tokenizer.decode(out.token_ids), at_line_start=True))
-            if progress is not None:
-                progress(f"raw {i + 1}/{len(holes)} {hole.id} ({elapsed_ms:.0f} ms)")
+            decoder.stop_strings = () if multiline else ("\n",)
+            return decoder.generate(DecodeRequest(ids, RAW_NEW_TOKENS[multiline], eos_ids)).token_ids
+
+        return _prompted(holes, tokenizer, generate, "raw", progress)
+
+
+def run_engine(holes: Sequence[InfillHole], model: str, progress: Progress | None = None) -> list[Answer]:
+    """Every hole on this checkout's own engine (the daemon's model, loaded as the daemon loads it; plain
+    greedy, which lookahead equals token for token) with the raw side's prompt: what the raw side would answer
+    on our kernels. Between it and the raw side lie the two engines' numerics only; between it and the
+    daemon, the daemon's pipeline only (context, layout, healing, stop rules, deadlines)."""
+    configure_torch_threads()
+    loaded = load_model(model_parts(model).spec)
+    tokenizer = loaded.tokenizer
+    eos_ids = stop_token_ids(tokenizer)
+    decoder = local_backend(loaded.model, "greedy")
+
+    def line_end(new_ids: Sequence[int]) -> int | None:  # as the raw side: a line stops at its first newline
+        return len(new_ids) if "\n" in tokenizer.decode(new_ids[-1:]) else None
+
+    def generate(ids: list[int], multiline: bool) -> Sequence[int]:
+        request = DecodeRequest(ids, RAW_NEW_TOKENS[multiline], eos_ids, stop=None if multiline else line_end)
+        return decoder.generate(request).token_ids
+
+    try:
+        return _prompted(holes, tokenizer, generate, "engine", progress)
+    finally:
+        decoder.close()
+
+
+def _prompted(
+    holes: Sequence[InfillHole],
+    tokenizer: Any,
+    generate: Callable[[list[int], bool], Sequence[int]],
+    side: str,
+    progress: Progress | None,
+) -> list[Answer]:
+    """Each hole's raw FIM prompt (the prefix ending at its line's start) through ``generate(ids, multiline)``;
+    the decoded answers, inserted at the line start."""
+    answers: list[Answer] = []
+    for i, hole in enumerate(holes):
+        ids = fim_prompt_ids(tokenizer, hole.line_start, hole.suffix)
+        started = time.perf_counter()
+        new_ids = generate(ids, hole.multiline)
+        elapsed_ms = (time.perf_counter() - started) * 1000.0
+        answers.append(Answer(tokenizer.decode(list(new_ids)), at_line_start=True))
+        if progress is not None:
+            progress(f"{side} {i + 1}/{len(holes)} {hole.id} ({elapsed_ms:.0f} ms)")
     return answers

@@ -7,6 +7,7 @@ one side gets exactly right, the CPU; progress on stderr; ``--out DIR`` also wri
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import shlex
 import statistics
@@ -17,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from lookahead_lsp.evaluation.commands.bench import progress
-from lookahead_lsp.evaluation.infill import model_parts, run_daemon, run_raw
+from lookahead_lsp.evaluation.infill import model_parts, run_daemon, run_engine, run_raw
 from lookahead_lsp.evaluation.infill_repo import SUITE as REPO_SUITE
 from lookahead_lsp.evaluation.infill_repo import copy_workspace, repo_holes
 from lookahead_lsp.evaluation.infill_suites import (
@@ -33,7 +34,7 @@ from lookahead_lsp.evaluation.report import machine_description, markdown_table
 from lookahead_lsp.evaluation.workloads import Corpus
 from lookahead_lsp.lsp_server.cli import UsageError
 
-SIDES = ("daemon", "raw")
+SIDES = ("daemon", "raw", "engine")
 REPORT_EXACT = {"embedded": 70.3, "embedded-1.5b": 77.0}
 """The Qwen2.5-Coder report's HumanEval-FIM single-line Python exact match (%), base models 0.5B and 1.5B."""
 HEADERS = ["suite", "side", "holes", "exact", "exact %", "edit sim", "pass@1", "pass@1 %", "empty",
@@ -53,7 +54,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="--suite repo: the seed that picks the holes")
     parser.add_argument("--model", default="embedded", help="embedded (0.5B) or embedded-1.5b")
     parser.add_argument("--limit", type=int, default=None, metavar="N", help="the first N problems of each suite")
-    parser.add_argument("--sides", default=",".join(SIDES), help="comma-separated: daemon, raw")
+    parser.add_argument(
+        "--only",
+        default=None,
+        metavar="IDS",
+        help="comma-separated hole ids as the report names them (e.g. humaneval-single:HumanEval/16/L0): "
+        "those holes only, to look again at a few",
+    )
+    parser.add_argument(
+        "--sides",
+        default="daemon,raw",
+        help="comma-separated: daemon, raw (llama-server, the report's prompt), engine (our engine, that prompt)",
+    )
     parser.add_argument("--fresh", action="store_true", help="the daemon: a fresh one per document, not one for all")
     parser.add_argument("--out", default=None, metavar="DIR", help="also write infill.json and infill.md here")
     parser.add_argument(
@@ -96,7 +108,16 @@ def daemon_command(args: argparse.Namespace) -> list[str] | None:
 
 
 def suite_holes(suite: str, args: argparse.Namespace) -> list[InfillHole]:
-    """The holes of a public suite (its first ``--limit`` problems), or of ``--corpus`` for ``repo``."""
+    """The holes of a public suite (its first ``--limit`` problems), or of ``--corpus`` for ``repo``; of
+    those, the ``--only`` ones where given."""
+    holes = _all_holes(suite, args)
+    if args.only is None:
+        return holes
+    wanted = {name.strip() for name in args.only.split(",") if name.strip()}
+    return [hole for hole in holes if hole.id in wanted]
+
+
+def _all_holes(suite: str, args: argparse.Namespace) -> list[InfillHole]:
     if suite != REPO_SUITE:
         return load_suite(suite, args.limit)
     if args.corpus is None:
@@ -116,8 +137,10 @@ def run(args: argparse.Namespace) -> int:
         model_parts(args.model)
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
+    if args.only is not None and not any(suite_holes(suite, args) for suite in suites):
+        raise UsageError(f"--only {args.only!r}: no hole of {', '.join(suites)} has one of these ids")
     for suite in suites:
-        missing = runtime_missing(suite_holes(suite, args)[0].language) if suite != REPO_SUITE else "no tests"
+        missing = runtime_missing(_all_holes(suite, args)[0].language) if suite != REPO_SUITE else "no tests"
         if missing:
             progress(f"{suite}: pass@1 not scored ({missing})")
     runs: list[Run] = []
@@ -140,6 +163,8 @@ def run_side(suite: str, side: str, args: argparse.Namespace) -> Run:
             if suite == REPO_SUITE:
                 workspace = copy_workspace(Corpus.load(args.corpus), workspace / "workspace")
             answers = run_daemon(holes, daemon_options(args), workspace, args.fresh, progress, daemon_command(args))
+        elif side == "engine":
+            answers = run_engine(holes, args.model, progress)
         else:
             answers = run_raw(holes, args.model, Path(args.out or tmp) / "llama-server", progress)
     progress(f"{suite} {side}: running the tests")
@@ -171,22 +196,20 @@ def table_row(suite: str, side: str, answers: list[Answer], scores: list[HoleSco
 
 
 def only_one_side(runs: list[Run]) -> list[str]:
-    """Per suite with two sides: the holes only one side got exactly right, and those one side left empty
-    where the other gave a line."""
+    """Per suite, for each two of its sides: the holes only one of them got exactly right, and those one left
+    empty where the other gave a line."""
     lines = []
     for suite in dict.fromkeys(run[0] for run in runs):
-        mine = [run for run in runs if run[0] == suite]
-        if len(mine) != 2:
-            continue
-        exact = [{s.hole_id for s in run[4] if s.exact} for run in mine]
-        given = [{s.hole_id for s in run[4] if not s.empty} for run in mine]
-        for ours, theirs in ((0, 1), (1, 0)):
-            side = mine[ours][1]
-            alone = sorted(exact[ours] - exact[theirs])
-            lines.append(f"- {suite}: only {side} exact ({len(alone)}): {', '.join(alone) or '-'}")
-            empty = sorted(given[theirs] - given[ours])
-            lines.append(f"- {suite}: {side} empty where {mine[theirs][1]} gave a line ({len(empty)}): "
-                         f"{', '.join(empty) or '-'}")  # fmt: skip
+        for pair in itertools.combinations([run for run in runs if run[0] == suite], 2):
+            exact = [{s.hole_id for s in run[4] if s.exact} for run in pair]
+            given = [{s.hole_id for s in run[4] if not s.empty} for run in pair]
+            for ours, theirs in ((0, 1), (1, 0)):
+                side, other = pair[ours][1], pair[theirs][1]
+                alone = sorted(exact[ours] - exact[theirs])
+                lines.append(f"- {suite}: only {side} exact, not {other} ({len(alone)}): {', '.join(alone) or '-'}")
+                empty = sorted(given[theirs] - given[ours])
+                lines.append(f"- {suite}: {side} empty where {other} gave a line ({len(empty)}): "
+                             f"{', '.join(empty) or '-'}")  # fmt: skip
     return lines
 
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 
 import pytest
 
+from lookahead_lsp.evaluation.commands import infill as command
 from lookahead_lsp.evaluation.infill_suites import (
     Answer,
     filled_program,
@@ -18,6 +20,7 @@ from lookahead_lsp.evaluation.infill_suites import (
     score_answer,
     similarity,
 )
+from lookahead_lsp.lsp_server.cli import UsageError
 
 
 @pytest.mark.parametrize(
@@ -129,3 +132,13 @@ def test_the_daemons_answer_is_what_its_item_inserts_at_the_cursor() -> None:
     assert inserted_at_cursor(item("return 1", 4, 7), text, cursor) == "urn 1"  # healed: "ret" retyped
     assert inserted_at_cursor(item("urn (1\n)", 7, -1), text, cursor) == "urn (1"  # replaces "\n)" after it
     assert inserted_at_cursor({"items": []}, text, cursor) == "" and inserted_at_cursor(None, text, cursor) == ""
+
+
+def test_only_picks_the_named_holes_and_refuses_ids_no_suite_has() -> None:
+    parser = argparse.ArgumentParser()
+    command.add_arguments(parser)
+    wanted = "humaneval-single:HumanEval/16/L0,humaneval-single:HumanEval/41/L0"
+    args = parser.parse_args(["--only", wanted])
+    assert [hole.id for hole in command.suite_holes("humaneval-single", args)] == wanted.split(",")
+    with pytest.raises(UsageError, match="no hole"):
+        command.run(parser.parse_args(["--only", "humaneval-single:HumanEval/999/L0", "--sides", "raw"]))
