@@ -11,11 +11,15 @@ suffix first (``<|fim_suffix|>{suffix}<|fim_prefix|>{prefix}<|fim_middle|>``) so
 which changes only the end of the prefix, leaves everything before it in the KV cache, suffix included; in
 "psm" each keystroke invalidates the suffix too. ``PromptBudget.suffix_max`` caps the suffix (a short window
 after the cursor: "psm" with little to re-prefill). ``"psm-line"`` keeps the trained order and the whole
-suffix yet re-prefills little: the last lines before the cursor (from a line whose number is a multiple of
-:data:`MIDDLE_LINES`) are not in the prefix but open the middle, after ``<|fim_middle|>``, as if the model had
-written them (the report's own protocol asks at a line start, the middle being the whole line), so a key there
-changes only the tokens after the suffix. :data:`PROMPT_LAYOUTS` names the measured combinations
-(docs/benchmarks.md, "Prompt layout and budget").
+suffix yet re-prefills little: what is typed of the cursor's line is not in the prefix but opens the middle,
+after ``<|fim_middle|>``, as if the model had written it (the report's own protocol asks at a line start, the
+middle being the whole line), so a key on the line changes only the tokens after the suffix, and a line break
+prefills the suffix again. ``"psm-lines"`` opens the middle with the cursor's last lines, from a line whose
+number is a multiple of ``PromptBudget.middle_lines`` (4): the suffix is prefilled again once every few lines,
+and the model continues lines it takes for its own. Which one a model answers better is measured per model
+(docs/benchmarks.md): off the report's protocol the 1.5B wrote a placeholder comment at a function's first
+line, while the 0.5B Instruct writes better lines continuing its "own".
+:data:`PROMPT_LAYOUTS` names the measured combinations (docs/benchmarks.md, "Prompt layout and budget").
 
 Every part is tokenized on its own and the ids concatenated, so each part's count is exact and adding a
 character at the cursor changes only the tail of the prefix: the context sections and the head of the prefix
@@ -55,19 +59,19 @@ from lookahead_lsp.context.imports import Statement
 from lookahead_lsp.context.snippets import Snippet
 
 Layout = Literal["psm", "spm", "psm-line"]
-PromptLayout = Literal["psm", "spm", "psm-short", "psm-line"]
+PromptLayout = Literal["psm", "spm", "psm-short", "psm-line", "psm-lines"]
 SHORT_SUFFIX_TOKENS = 32  # the suffix window of "psm-short"
-PROMPT_LAYOUTS: dict[str, tuple[Layout, int | None]] = {
-    "psm": ("psm", None),
-    "spm": ("spm", None),
-    "psm-short": ("psm", SHORT_SUFFIX_TOKENS),
-    "psm-line": ("psm-line", None),
+PROMPT_LAYOUTS: dict[str, tuple[Layout, int | None, int]] = {
+    "psm": ("psm", None, 1),
+    "spm": ("spm", None, 1),
+    "psm-short": ("psm", SHORT_SUFFIX_TOKENS, 1),
+    "psm-line": ("psm-line", None, 1),
+    "psm-lines": ("psm-line", None, 4),
 }
-"""Named layouts: (token order, suffix cap in tokens or None)."""
+"""Named layouts: (token order, suffix cap in tokens or None, ``PromptBudget.middle_lines``)."""
 CHARS_PER_TOKEN = 8  # generous: a char window of cap * 8 holds at least cap tokens of ordinary code
 MIN_SECTION_TOKENS = 16  # a context section cut to fewer tokens than this is left out
 SPARE_STEP = 32  # room the context leaves reaches a cut prefix in steps of this many tokens
-MIDDLE_LINES = 4  # "psm-line": the middle starts on the last line whose number is a multiple of this
 SPLIT_SLACK = 2  # "psm-line": tokens the prefix's cap leaves for tokenizing it in two parts
 IMPORTS_SHARE = 0.25  # the import lines above a cut prefix: at most this share of its tokens, from the context's room
 
@@ -88,10 +92,11 @@ class PromptBudget:
     suffix_max: int | None = None  # at most this many suffix tokens (a short window after the cursor)
     headroom_share: float = 0.3  # an anchored prefix's start, when it moves, leaves this share of its cap free
     settled_free_share: float = 0.05  # in idle time it moves once less than this share is free (about a line)
+    middle_lines: int = 1  # "psm-line" order: the middle starts on the last line whose number is a multiple of this
 
     def __post_init__(self) -> None:
-        if self.total <= 0 or self.snap_lines <= 0 or self.context_quantum <= 0:
-            raise ValueError("prompt budget: total, snap_lines and context_quantum must be positive")
+        if self.total <= 0 or self.snap_lines <= 0 or self.context_quantum <= 0 or self.middle_lines <= 0:
+            raise ValueError("prompt budget: total, snap_lines, context_quantum and middle_lines must be positive")
         if self.suffix_max is not None and self.suffix_max < 0:
             raise ValueError("prompt budget: suffix_max must be >= 0")
         if not (self.prefix_share >= 0 and self.suffix_share >= 0 and self.prefix_share + self.suffix_share <= 1):
@@ -276,12 +281,12 @@ class PromptBuilder:
         return [], 0
 
     def _split_middle(self, prefix: _Fitted, first_line: int) -> tuple[_Fitted, _Fitted]:
-        """ "psm-line": the prefix up to the start of the last line whose number is a multiple of
-        :data:`MIDDLE_LINES`, and the rest, which opens the middle (written after ``<|fim_middle|>``, as if the
-        model had written it). Typing there changes only the tokens after the suffix, and a line break moves the
-        split (so the suffix is prefilled again) once every few lines."""
+        """ "psm-line" order: the prefix up to the start of the last line whose number is a multiple of
+        ``PromptBudget.middle_lines`` (1: the cursor's line), and the rest, which opens the middle (written after
+        ``<|fim_middle|>``, as if the model had written it). Typing there changes only the tokens after the
+        suffix, and a line break moves the split (so the suffix is prefilled again) once every ``middle_lines``."""
         last_line = first_line + prefix.text.count("\n")
-        split_line = last_line - last_line % MIDDLE_LINES
+        split_line = last_line - last_line % self.budget.middle_lines
         cut = (_nth_line_start(prefix.text, split_line - first_line) or 0) if split_line > first_line else 0
         head, rest = prefix.text[:cut], prefix.text[cut:]
         return _Fitted(self._encode_cached(head), head, prefix.start), _Fitted(
@@ -491,8 +496,8 @@ def layout_budget(name: PromptLayout, total: int) -> tuple[Layout, PromptBudget]
     """The token order and budget of a named layout (:data:`PROMPT_LAYOUTS`) for ``total`` tokens."""
     if name not in PROMPT_LAYOUTS:
         raise ValueError(f"unknown prompt layout {name!r}; known: {', '.join(PROMPT_LAYOUTS)}")
-    order, suffix_max = PROMPT_LAYOUTS[name]
-    return order, PromptBudget(total=total, suffix_max=suffix_max)
+    order, suffix_max, middle_lines = PROMPT_LAYOUTS[name]
+    return order, PromptBudget(total=total, suffix_max=suffix_max, middle_lines=middle_lines)
 
 
 def layout_builder(tokenizer: Any, name: PromptLayout, total: int, heal: bool, anchored: bool = False) -> PromptBuilder:

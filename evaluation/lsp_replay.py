@@ -365,11 +365,12 @@ DEADLINE_MODES: dict[str, dict[str, Any]] = {
 }
 """How what is shown ends: the modes a run compares unless it names others."""
 LAYOUT_MODES: dict[str, dict[str, Any]] = {
-    # the prompt's layout and budget against the CPU's default (psm-line, 512; psm-short before 2026-12-02)
+    # against the CPU's defaults (psm-line; psm-lines for the 0.5B; 512 tokens; psm-short before 2026-12-02)
     "psm": {"promptLayout": "psm"},
     "psm 1024": {"promptLayout": "psm", "tokenBudget": 1024},
     "psm-short": {"promptLayout": "psm-short"},
     "psm-line": {"promptLayout": "psm-line"},
+    "psm-lines": {"promptLayout": "psm-lines"},
     "no definitions": {"definitions": False},  # the context before the definitions of imported names (#76)
 }
 """The prompt's layout, budget and context, each progressive (the default delivery): named with ``--modes``."""

@@ -18,7 +18,7 @@ from lookahead_lsp.context.workspace import split_patterns
 from lookahead_lsp.decoder.remote import RemoteConfig, parse_remote_config
 
 DecoderKind = Literal["lookahead", "greedy", "remote"]
-LayoutSetting = Literal["auto", "psm", "spm", "psm-short", "psm-line"]
+LayoutSetting = Literal["auto", "psm", "spm", "psm-short", "psm-line", "psm-lines"]
 
 SECTION = "lookahead"
 
@@ -29,6 +29,11 @@ DEVICE_PROMPT_DEFAULTS: dict[str, tuple[str, int]] = {
     "remote": ("psm", 1024),  # the engine keeps its own cache; the layout the model was trained on
 }
 """(layout, token budget) for ``promptLayout: "auto"`` / ``tokenBudget: null`` by where tokens are generated."""
+MODEL_CPU_LAYOUTS: dict[str, str] = {"embedded": "psm-lines"}
+"""``promptLayout: "auto"`` on a CPU for the models that answer better in another layout than the device's: the
+0.5B Instruct continues lines it takes for its own better than it fills in at a line start (HumanEval infilling
+in three languages, docs/benchmarks.md); the 1.5B, like the models trained for it, answers best asked at the
+line start, as the Qwen2.5-Coder report's protocol asks."""
 
 
 @dataclass(frozen=True)
@@ -57,7 +62,7 @@ class Config:
     line_cap_ms: int | None = 2500  # a first line still decoding this long after the key ends at a word end
     progressive: bool = True  # a block's first whole line, or a deadline, shows what is there; decoding goes on
     token_budget: int | None = None  # prompt tokens at most; None: by device (DEVICE_PROMPT_DEFAULTS)
-    prompt_layout: LayoutSetting = "auto"  # psm, spm, psm-short, psm-line (context/prompt.py); "auto": by device
+    prompt_layout: LayoutSetting = "auto"  # psm, spm, psm-short, psm-line(s) (context/prompt.py); "auto": by device
     background_prefill: bool = True  # prefill the next prompt in idle time (preempted by any request)
     threads: int | None = None  # torch intra-op threads on CPU; None: the physical cores
     index_enabled: bool = True
@@ -80,10 +85,12 @@ class Config:
         """Settings whose change means another decoder over the same model."""
         return (self.decoder, self.window, self.ngram, self.verify, self.draft_length, self.kv_slots, self.remote)
 
-    def prompt_settings(self, device_type: str) -> tuple[str, int]:
-        """The (layout name, token budget) in force on a device type ("cpu", "cuda", "mps", ... or "remote")."""
+    def prompt_settings(self, device_type: str, model: str = "") -> tuple[str, int]:
+        """The (layout name, token budget) in force on a device type ("cpu", "cuda", "mps", ... or "remote") for
+        the model the ``model`` setting came to (``auto``: the one chosen)."""
         kind = device_type if device_type == "remote" else "cpu" if device_type in ("cpu", "mps") else "gpu"
         layout, budget = DEVICE_PROMPT_DEFAULTS[kind]
+        layout = MODEL_CPU_LAYOUTS.get(model, layout) if kind == "cpu" else layout
         return (
             layout if self.prompt_layout == "auto" else self.prompt_layout,
             budget if self.token_budget is None else self.token_budget,
@@ -177,7 +184,7 @@ _SETTINGS: dict[str, tuple[str, Check]] = {
     "lineCapMs": ("line_cap_ms", _optional(_int_between(0, 600_000))),
     "progressive": ("progressive", _bool),
     "tokenBudget": ("token_budget", _optional(_int_between(64, 32768))),
-    "promptLayout": ("prompt_layout", _one_of("auto", "psm", "spm", "psm-short", "psm-line")),
+    "promptLayout": ("prompt_layout", _one_of("auto", "psm", "spm", "psm-short", "psm-line", "psm-lines")),
     "backgroundPrefill": ("background_prefill", _bool),
     "threads": ("threads", _optional(_int_between(1, 256))),
     "indexEnabled": ("index_enabled", _bool),

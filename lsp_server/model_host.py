@@ -239,8 +239,8 @@ class ModelHost:
 
     def prompt_settings(self) -> tuple[str, int]:
         """The (layout, token budget) in force: the settings, or the defaults for the model's device."""
-        device = self._loaded_slot().loaded.device.type if self.config.local else "remote"
-        return self.config.prompt_settings(device)
+        loaded = self._loaded_slot().loaded
+        return self.config.prompt_settings(loaded.device.type if self.config.local else "remote", loaded.spec)
 
     def prompt_builder(self) -> PromptBuilder:
         """The prompt builder for the current tokenizer and budget (it caches snippet token ids). On a CPU its

@@ -27,7 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     corpus = Corpus.load(args.corpus)
-    layout, budget = Config().prompt_settings(args.device)
+    layout, budget = Config().prompt_settings(args.device, chosen_spec(args.model))  # the daemon's "auto"
     anchored = args.device == "cpu"  # as the daemon: prefixes follow the anchors on a CPU
     tokenizer = load_tokenizer(args.model)
     context = ContextBuilder(corpus, tokenizer, budget, heal=True, layout=layout, anchored=anchored)  # type: ignore[arg-type]

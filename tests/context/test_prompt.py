@@ -317,14 +317,45 @@ def test_a_document_s_first_anchored_prompt_leaves_the_next_keys_room(anchored: 
         assert key.prefix_line == first.prefix_line, end
 
 
-def test_psm_line_writes_the_cursor_s_last_lines_after_the_middle_token_so_typing_keeps_the_suffix(
+def test_psm_line_writes_what_is_typed_of_the_cursor_s_line_after_the_middle_token_so_typing_keeps_the_suffix(
     tokenizer: Any,
 ) -> None:
-    """ "psm-line": the prompt sees the whole suffix (up to its share) and still re-prefills only what is typed: the
-    last lines before the cursor (from a line whose number is a multiple of ``MIDDLE_LINES``) open the middle,
-    written after ``<|fim_middle|>``, so a key there changes nothing before them; a line break moves that start
-    once every ``MIDDLE_LINES`` lines."""
+    """ "psm-line": the prompt sees the whole suffix (up to its share), its prefix ends at the cursor's line start
+    as the report's protocol asks, and it still re-prefills only what is typed: the cursor's line opens the
+    middle, written after ``<|fim_middle|>``, so a key on it changes nothing before it; a line break moves
+    that start."""
     order, budget = layout_budget("psm-line", 600)
+    assert order == "psm-line" and budget.middle_lines == 1
+    builder = PromptBuilder(tokenizer, budget, order, heal=True)
+    middle_id = tokenizer.convert_tokens_to_ids("<|fim_middle|>")
+    offset = SOURCE.index("return x + 10")  # line 31, its indentation typed
+    built = builder.build(PromptInput("m.py", SOURCE, offset))
+    head = built.token_ids[: built.token_ids.index(middle_id) + 1]
+    assert tokenizer.decode(built.token_ids[len(head) :]) + built.healed_text == "    "
+    assert tokenizer.decode(built.suffix_ids) == built.suffix_text and SOURCE[offset:].startswith(built.suffix_text)
+    suffix_start = built.token_ids.index(tokenizer.convert_tokens_to_ids("<|fim_suffix|>"))
+    assert tokenizer.decode(built.token_ids[:suffix_start]).endswith("def f10(x):\n")  # the prefix: to the line start
+
+    def head_after(typed: str) -> list[int]:
+        text = SOURCE[:offset] + typed + SOURCE[offset:]
+        ids = builder.build(PromptInput("m.py", text, offset + len(typed))).token_ids
+        return ids[: ids.index(middle_id) + 1]
+
+    assert head_after("ret") == head  # keys on the line: the prompt up to the middle is kept
+    assert head_after("return x\n    ") != head  # a line break: the middle starts on the new line
+    text = SOURCE[:offset] + "return x\n    y = 1"
+    built = builder.build(PromptInput("m.py", text + SOURCE[offset:], len(text)))
+    assert tokenizer.decode(built.token_ids[built.token_ids.index(middle_id) + 1 :]) + built.healed_text == "    y = 1"
+
+
+def test_psm_lines_writes_the_cursor_s_last_lines_after_the_middle_token_so_typing_keeps_the_suffix(
+    tokenizer: Any,
+) -> None:
+    """ "psm-lines": the last lines before the cursor (from a line whose number is a multiple of
+    ``PromptBudget.middle_lines``, 4) open the middle, written after ``<|fim_middle|>``, so a key there changes
+    nothing before them; a line break moves that start once every 4 lines."""
+    order, budget = layout_budget("psm-lines", 600)
+    assert order == "psm-line" and budget.middle_lines == 4
     builder = PromptBuilder(tokenizer, budget, order, heal=True)
     middle_id = tokenizer.convert_tokens_to_ids("<|fim_middle|>")
     offset = SOURCE.index("return x + 10")  # line 31: its middle starts on line 28

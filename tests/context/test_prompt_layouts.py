@@ -26,7 +26,7 @@ def test_layouts_are_valid_fim_prompts_within_budget(tokenizer: Any, layout: str
     built = _build(tokenizer, layout, total, SOURCE, offset)
     assert built.counts["total"] == len(built.token_ids) <= total
     text, middle_part = tokenizer.decode(built.token_ids).split("<|fim_middle|>")
-    assert text.startswith("<|repo_name|>repo\n") and (middle_part == "") == (layout != "psm-line")
+    assert text.startswith("<|repo_name|>repo\n") and (middle_part == "") == (layout not in ("psm-line", "psm-lines"))
     for token in ("<|fim_prefix|>", "<|fim_suffix|>"):
         assert text.count(token) == 1
     prefix_part = text.split("<|fim_prefix|>")[1].split("<|fim_suffix|>")[0]
@@ -37,7 +37,7 @@ def test_layouts_are_valid_fim_prompts_within_budget(tokenizer: Any, layout: str
     else:
         assert text.index("<|fim_prefix|>") < text.index("<|fim_suffix|>")
         suffix_part = text.split("<|fim_suffix|>")[1]
-    prefix_part += middle_part  # psm-line: the cursor's last lines open the middle
+    prefix_part += middle_part  # psm-line(s): the cursor's line (last lines) open the middle
     assert prefix_part == built.prefix_text and SOURCE[:offset].endswith(prefix_part)
     assert suffix_part == built.suffix_text and SOURCE[offset:].startswith(suffix_part)
     if layout == "psm-short":
@@ -53,6 +53,6 @@ def test_a_keystroke_invalidates_only_the_prefix_tail_in_spm_and_psm_line(tokeni
         after = _build(tokenizer, layout, 1024, typed, offset + 1).token_ids
         invalidated[layout] = len(after) - common_prefix_len(before, after)
     assert invalidated["spm"] <= 3
-    assert invalidated["psm-line"] <= 3  # the middle's tail: the whole suffix is kept
+    assert invalidated["psm-line"] <= 3 and invalidated["psm-lines"] <= 3  # the middle's tail: the suffix is kept
     assert invalidated["psm-short"] <= SHORT_SUFFIX_TOKENS + 4
     assert invalidated["psm"] > invalidated["psm-short"] > invalidated["spm"]

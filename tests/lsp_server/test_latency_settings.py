@@ -16,10 +16,14 @@ def test_latency_switches_parse_and_bad_values_keep_the_previous() -> None:
     assert parse_config({"tokenBudget": None, "threads": None})[0] == Config()
 
 
-def test_auto_layout_and_budget_follow_the_device() -> None:
-    assert Config().prompt_settings("cpu") == DEVICE_PROMPT_DEFAULTS["cpu"]
-    assert Config().prompt_settings("cuda") == DEVICE_PROMPT_DEFAULTS["gpu"]
+def test_auto_layout_and_budget_follow_the_device_and_on_a_cpu_the_model() -> None:
+    assert Config().prompt_settings("cpu") == DEVICE_PROMPT_DEFAULTS["cpu"] == ("psm-line", 512)
+    assert Config().prompt_settings("cpu", "embedded-1.5b") == ("psm-line", 512)  # asked at the line start
+    assert Config().prompt_settings("cpu", "embedded") == ("psm-lines", 512)  # the 0.5B continues its "own" lines
+    assert Config().prompt_settings("cuda", "embedded") == DEVICE_PROMPT_DEFAULTS["gpu"]
+    assert Config(prompt_layout="psm-line").prompt_settings("cpu", "embedded") == ("psm-line", 512)
     assert Config(prompt_layout="psm", token_budget=300).prompt_settings("cuda") == ("psm", 300)
+    assert parse_config({"promptLayout": "psm-lines"}) == (Config(prompt_layout="psm-lines"), [])
 
 
 def _job(key: str, name: str) -> Job[str]:
