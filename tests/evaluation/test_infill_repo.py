@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lookahead_lsp.evaluation.infill import run_daemon
+from lookahead_lsp.evaluation.infill import raw_window, run_daemon
 from lookahead_lsp.evaluation.infill_repo import copy_workspace, repo_holes
-from lookahead_lsp.evaluation.infill_suites import Answer, from_line_start, score_answer
+from lookahead_lsp.evaluation.infill_suites import Answer, from_line_start, load_suite, score_answer
 from lookahead_lsp.evaluation.workloads import Corpus
 
 
@@ -45,3 +45,12 @@ def test_the_daemon_is_asked_on_a_copy_whose_files_stay_as_saved(tiny_model_dir:
     assert len(answers) == 2 and all(a.first_ms is not None for a in answers)  # each hole was answered
     for source in corpus.files:  # the holes were in the buffers only
         assert (workspace / source.path).read_text(encoding="utf-8") == source.text
+
+
+def test_the_raw_prompt_is_a_window_of_a_long_file_and_a_problem_whole() -> None:
+    assert raw_window("a\nb\nc\n", "\nx\ny\nz\n", (2, 2)) == ("b\nc\n", "\nx\ny")  # 2 lines before, 2 after
+    hole = max(load_suite("humaneval-java"), key=lambda h: h.suffix.count("\n"))
+    assert raw_window(hole.line_start, hole.suffix) == (hole.line_start, hole.suffix)
+    long = repo_holes(Corpus.load(), 2, seed=0)[0]
+    before, after = raw_window(long.line_start + "x\n" * 300, long.suffix + "\ny" * 100)
+    assert before.count("\n") == 256 and after.count("\n") == 64 and long.suffix.startswith(after[:10])
