@@ -3,9 +3,10 @@
 Rules, by the :class:`~context.syntax.CompletionShape` at the cursor (all are pure functions of the text):
 - ``"line"``: stop at the first line break; in the middle of a line also where the completion reaches the rest
   of the line (its remaining text starts with that rest at bracket depth 0: cut before it);
-- ``"block"``: stop where a line dedents out of the enclosing block (indentation languages, outside brackets),
-  where a new unindented line follows a blank line at the top level, and where the completion starts
-  repeating the next non-blank lines after the cursor;
+- ``"block"``: stop where a line dedents out of the enclosing block (indentation languages, outside brackets;
+  not for a model that ends its middles itself: :attr:`StopRules.dedent`), where a new unindented line follows
+  a blank line at the top level, and where the completion starts repeating the next non-blank lines after the
+  cursor;
 - any shape: stop before a closing bracket that the completion did not open and that the code before the cursor
   does not leave open (it is already there after the cursor); a block the cursor opens, still unclosed in the
   document, ends with the line that closes it.
@@ -80,10 +81,16 @@ def _telling(line: str) -> bool:
 
 @dataclass(frozen=True)
 class StopRules:
-    """The stop rules for one completion: the shape at the cursor and the document text after it."""
+    """The stop rules for one completion: the shape at the cursor and the document text after it.
+
+    ``dedent``: a line that dedents out of the cursor's block ends the completion. Off for a model that ends its
+    middles itself with its end-of-text token (the 1.5B: ``lsp_server/config.py``'s ``MODEL_BLOCK_ENDS``), where
+    the lines after the block are often the hole's (the rest of the function): then a line ends it only where it
+    dedents below the code after the cursor, or to the first column (:attr:`dedent_floor`)."""
 
     shape: CompletionShape
     suffix: str = ""
+    dedent: bool = True
 
     @cached_property
     def rest_key(self) -> str:
@@ -101,6 +108,17 @@ class StopRules:
                 if len(found) == REPEAT_LINES:
                     break
         return found
+
+    @cached_property
+    def dedent_floor(self) -> int:
+        """The least indentation (columns) a line of the completion may have in an indentation language: the
+        cursor's block's; without ``dedent``, the next line after the cursor's (at least 1: a line at the first
+        column leaves every definition the cursor is in)."""
+        width = indent_width(self.shape.indent)
+        if self.dedent or width == 0:
+            return width
+        after = indent_width(self.next_lines[0]) if self.next_lines else 0
+        return max(1, min(width, after))
 
     def check(self, completion: str) -> int | None:
         """The char index where ``completion`` must be cut, or ``None`` to go on decoding."""
@@ -210,7 +228,7 @@ def _block_line_cut(text: str, rules: StopRules, brackets: _Brackets, final: boo
         if not line.text.strip():
             continue
         outside_brackets = brackets.depth_at(line.start) <= 0
-        if k and outside_brackets and not shape.spec.braces and indent_width(line.text) < width:
+        if k and outside_brackets and not shape.spec.braces and indent_width(line.text) < rules.dedent_floor:
             return line.start
         if k and outside_brackets and width == 0 and not line.text[0].isspace() and not lines[k - 1].text.strip():
             return line.start
@@ -245,12 +263,15 @@ def _balanced_prefix(text: str, shape: CompletionShape) -> str:
     return text
 
 
-def trim(completion: str, shape: CompletionShape, suffix: str = "", *, truncated: bool = False) -> str:
+def trim(
+    completion: str, shape: CompletionShape, suffix: str = "", *, truncated: bool = False, dedent: bool = True
+) -> str:
     """The completion to insert: cut at the stop point, tidy, never repeating what follows the cursor.
 
     ``truncated``: decoding ended on the token limit, so a multi-line completion's last line is dropped.
+    ``dedent``: :attr:`StopRules.dedent`.
     """
-    text = completion[: StopRules(shape, suffix).final_cut(completion)]
+    text = completion[: StopRules(shape, suffix, dedent).final_cut(completion)]
     if shape.kind == "line":
         return text.rstrip(" \t") if not shape.line_rest or shape.line_rest[:1].isspace() else text
     if truncated and "\n" in text.strip("\n"):

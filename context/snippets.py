@@ -20,7 +20,10 @@ string literals and comments blanked): two documented functions share the words 
 is of the terms' weight (their idf, as in ranking, counted as if the workspace had :data:`COMMON_MIN_CHUNKS`
 windows at least), not of their count: a query with little code (a function's
 first lines under its comment) shares ``numbers``, ``sum`` and ``length`` with any code that sums numbers,
-while its own names (``sum_product``) are what the window would have to know. Ranking reads the whole text.
+while its own names (``sum_product``) are what the window would have to know. Terms that most other files hold
+(:data:`COMMON_MIN_FILES`: the same imports, a package or class header, a list's ``add`` in a Java project) count
+for neither part of the bar: they say nothing of which file the cursor needs, though a file's first window holds
+them once, so their window count is low. Ranking reads the whole text.
 """
 
 from __future__ import annotations
@@ -39,6 +42,8 @@ B = 0.75
 MAX_QUERY_TERMS = 64
 COMMON_FRACTION = 0.5  # in an index of COMMON_MIN_CHUNKS windows or more, terms in more than this fraction
 COMMON_MIN_CHUNKS = 100  # of them are skipped (low idf, long postings)
+COMMON_MIN_FILES = 8  # in a workspace of this many other files or more, the bar skips terms in more than
+# COMMON_FRACTION of them (boilerplate every file has: a package line, the same imports, a class header)
 QUERY_CHARS = 1800  # characters before the cursor's block of lines that pick the context snippets
 QUERY_LINES = 8  # the block: the query moves only when the cursor enters another block of lines
 RELEVANT_COVERAGE = 0.5  # a window without a definition the query uses must hold this share of its terms' idf
@@ -224,6 +229,8 @@ class SnippetIndex:
         self._chunks: dict[int, _Chunk] = {}
         self._postings: dict[str, dict[int, int]] = {}  # term -> chunk id -> term frequency
         self._by_path: dict[str, tuple[int, list[int]]] = {}  # path -> (hash of text, chunk ids)
+        self._file_terms: dict[str, frozenset[str]] = {}  # path -> the terms of its code
+        self._files_with: Counter[str] = Counter()  # term -> files whose code holds it
         self._next_id = 0
         self._total_length = 0
 
@@ -243,11 +250,18 @@ class SnippetIndex:
         code = self._windows(code_only(text, path))  # the same lines, strings and comments blanked
         ids = [self._add_chunk(path, start, chunk, code.get(start, "")) for start, chunk in self._windows(text).items()]
         self._by_path[path] = (key, ids)
+        file_terms = frozenset().union(*(self._chunks[c].code_terms for c in ids))
+        self._file_terms[path] = file_terms
+        self._files_with.update(file_terms)
 
     def remove_document(self, path: str) -> None:
         entry = self._by_path.pop(path, None)
         if entry is None:
             return
+        for term in self._file_terms.pop(path):
+            self._files_with[term] -= 1
+            if not self._files_with[term]:
+                del self._files_with[term]
         for chunk_id in entry[1]:
             chunk = self._chunks.pop(chunk_id)
             self._total_length -= chunk.length
@@ -333,6 +347,7 @@ class SnippetIndex:
         usable = sorted((t for t in query_terms if 0 < frequency[t] <= limit), key=lambda t: (frequency[t], t))
         # the bar's weights: idf in at least COMMON_MIN_CHUNKS windows (a term in each of a few windows is not
         # known to be common, as the limit says too), the common ones left out
+        code_terms -= self._common_in_files(code_terms, exclude_path)
         weight = {t: _idf(max(n, COMMON_MIN_CHUNKS), frequency[t]) for t in code_terms if frequency[t] <= limit}
         wanted = code_terms - defined_names(code)  # names the code uses and defines elsewhere
         scores: dict[int, float] = {}
@@ -346,6 +361,15 @@ class SnippetIndex:
                 scores[chunk_id] = scores.get(chunk_id, 0.0) + idf * norm
         bar = RELEVANT_COVERAGE * sum(weight.values())
         return {chunk_id: score for chunk_id, score in scores.items() if self._relevant(chunk_id, weight, bar, wanted)}
+
+    def _common_in_files(self, candidates: set[str], exclude_path: str | None) -> set[str]:
+        """The ``candidates`` in more than :data:`COMMON_FRACTION` of the files other than ``exclude_path``, in a
+        workspace of :data:`COMMON_MIN_FILES` such files or more (none in a smaller one)."""
+        own = self._file_terms.get(exclude_path, frozenset()) if exclude_path is not None else frozenset()
+        files = len(self._by_path) - (exclude_path in self._by_path)
+        if files < COMMON_MIN_FILES:
+            return set()
+        return {t for t in candidates if self._files_with[t] - (t in own) > COMMON_FRACTION * files}
 
     def _relevant(self, chunk_id: int, weight: dict[str, float], bar: float, wanted: set[str]) -> bool:
         """The bar (the module docstring's), on code: the window defines a name the query's code uses, or its code

@@ -26,6 +26,7 @@ from lookahead_lsp.evaluation.quality import score
 from lookahead_lsp.evaluation.speed import ContextBuilder
 from lookahead_lsp.evaluation.workloads import Hole
 from lookahead_lsp.lsp_server.completion import Cursor, Limits, decode_completion, plan_completion
+from lookahead_lsp.lsp_server.config import Config
 
 
 @dataclass(frozen=True)
@@ -84,7 +85,7 @@ def measure(
     tokenizer = loaded.tokenizer
     context = ContextBuilder(corpus, tokenizer, budget, heal=True, layout=layout)  # type: ignore[arg-type]
     decoder = GreedyDecoder(loaded.model)
-    limits = Limits(max_new_tokens, stop_token_ids(tokenizer))
+    limits = Limits(max_new_tokens, stop_token_ids(tokenizer), block_end=Config().block_end_for(loaded.spec))
 
     exact, similarity, tokens, cold, key_tokens, key_ms = 0, 0.0, [], [], [], []
     for hole in holes:

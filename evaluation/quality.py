@@ -222,8 +222,7 @@ def run_quality(
     decoder: Decoder,
     builder: ContextBuilder,
     holes: Sequence[Hole],
-    max_new_tokens: int,
-    eos_ids: frozenset[int],
+    limits: Limits,
     meta: dict[str, Any],
     progress: Progress | None = None,
     deadlines_after_ms: float | None = None,
@@ -235,7 +234,6 @@ def run_quality(
     The plan is the daemon's (``lsp_server/completion.py``); the decode runs without stopping (its stop
     callback only notes the step times) and the plan's stop function is applied to its tokens afterwards."""
     tokenizer = builder.tokenizer
-    limits = Limits(max_new_tokens, eos_ids)
     result = QualityResult(meta, list(holes))
     started = time.perf_counter()
     for i, hole in enumerate(holes):

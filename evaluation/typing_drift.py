@@ -37,6 +37,7 @@ from lookahead_lsp.evaluation.report import markdown_table
 from lookahead_lsp.evaluation.speed import ContextBuilder
 from lookahead_lsp.evaluation.workloads import SourceFile
 from lookahead_lsp.lsp_server.completion import Cursor, Limits, decode_completion, plan_completion
+from lookahead_lsp.lsp_server.config import Config
 
 MODES = ("fresh", "anchored")
 CLIFF_TOKENS = 128  # a keystroke that re-prefills this many more than its suffix pays for a moved prompt head
@@ -172,7 +173,7 @@ def type_file(
 def completer(loaded: Any, max_new_tokens: int) -> Complete:
     """Completions as the daemon makes them (greedy: the same text as lookahead) on one KV cache of their own."""
     decoder = GreedyDecoder(loaded.model)
-    limits = Limits(max_new_tokens, stop_token_ids(loaded.tokenizer))
+    limits = Limits(max_new_tokens, stop_token_ids(loaded.tokenizer), block_end=Config().block_end_for(loaded.spec))
 
     def complete(built: BuiltPrompt, text: str, offset: int, path: str) -> str:
         plan = plan_completion(loaded.tokenizer, built, Cursor(text, offset, path), limits)

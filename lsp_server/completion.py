@@ -37,6 +37,7 @@ from lookahead_lsp.context.prompt import BuiltPrompt
 from lookahead_lsp.context.syntax import CompletionShape, analyze
 from lookahead_lsp.decoder.drafts import DraftSource, SequenceNgrams
 from lookahead_lsp.decoder.types import CancelToken, Decoder, DecodeRequest, DecodeResult, StopFn, TokenConstraint
+from lookahead_lsp.lsp_server.config import BlockEnd
 
 SUFFIX_CHARS = 20_000  # the text after the cursor that stop rules and trimming look at
 
@@ -67,6 +68,7 @@ class Limits:
     block_deadline: Clock | None = None  # once it says so, a multi-line completion ends at its next complete line
     line_deadline: Clock | None = None  # once it says so on the first line, the completion ends where that line does
     line_cap: Clock | None = None  # once it says so, a runaway first line ends where its current word does
+    block_end: BlockEnd = "indent"  # where a block ends: a line dedenting out of it, or the model's end-of-text
 
 
 @dataclass(frozen=True)
@@ -139,7 +141,7 @@ def plan_completion(
     ``publish``: the deadlines are publish points (progressive ghost text): each one calls it with the tokens
     and the visible text it would have ended with, and decoding goes on (:func:`~context.postprocess.make_stop_fn`)."""
     shape = analyze(cursor.text, cursor.offset, cursor.language_id, cursor.path)
-    rules = StopRules(shape, cursor.suffix)
+    rules = StopRules(shape, cursor.suffix, dedent=limits.block_end == "indent")
     text_of = text_decoder(tokenizer)
     line_end = WordEnd(limits.line_cap) if limits.line_cap is not None else None
     stop = make_stop_fn(
@@ -195,4 +197,4 @@ def finish_completion(plan: Plan, token_ids: Sequence[int], truncated: bool) -> 
 
 def trim_visible(plan: Plan, visible: str, truncated: bool) -> str:
     """The text to insert for the visible decoded text (from the cursor on)."""
-    return trim(visible, plan.shape, plan.suffix, truncated=truncated)
+    return trim(visible, plan.shape, plan.suffix, truncated=truncated, dedent=plan.rules.dedent)

@@ -17,7 +17,7 @@ from typing import Any
 from lookahead_lsp.context.prompt import BuiltPrompt, PromptBuilder, PromptInput
 from lookahead_lsp.decoder.backend import Backend
 from lookahead_lsp.decoder.drafts import DraftSource
-from lookahead_lsp.lsp_server.config import Config
+from lookahead_lsp.lsp_server.config import BlockEnd, Config
 from lookahead_lsp.lsp_server.model_host import EngineEvents, ModelHost, ModelState, QuietEvents
 from lookahead_lsp.lsp_server.previous import PreviousCompletions
 from lookahead_lsp.lsp_server.workspace_context import WorkspaceContext
@@ -118,6 +118,9 @@ class Engine:
 
     def backend(self) -> Backend:
         return self.host.backend()
+
+    def block_end(self) -> BlockEnd:
+        return self.host.block_end()
 
     def prompt_builder(self) -> PromptBuilder:
         return self.host.prompt_builder()

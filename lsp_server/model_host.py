@@ -26,7 +26,7 @@ from lookahead_lsp.context.prompt import PromptBuilder, layout_builder
 from lookahead_lsp.context.syntax import analyze
 from lookahead_lsp.decoder.backend import Backend, local_backend, remote_backend
 from lookahead_lsp.lsp_server import memory
-from lookahead_lsp.lsp_server.config import Config
+from lookahead_lsp.lsp_server.config import BlockEnd, Config
 from lookahead_lsp.lsp_server.model_choice import (
     AUTO,
     LARGE,
@@ -242,6 +242,10 @@ class ModelHost:
         loaded = self._loaded_slot().loaded
         return self.config.prompt_settings(loaded.device.type if self.config.local else "remote", loaded.spec)
 
+    def block_end(self) -> BlockEnd:
+        """Where a block ends for the model loaded: the setting, or the model's own (``Config.block_end_for``)."""
+        return self.config.block_end_for(self._loaded_slot().loaded.spec)
+
     def prompt_builder(self) -> PromptBuilder:
         """The prompt builder for the current tokenizer and budget (it caches snippet token ids). On a CPU its
         prefixes follow their documents' anchors (``context/anchors.py``): a moved prompt head costs seconds."""
@@ -272,7 +276,7 @@ class ModelHost:
                 choice=slot.choice.to_json() if slot.choice is not None else None,
             )
             layout, budget = self.prompt_settings()
-            info.update(promptLayout=layout, tokenBudget=budget)
+            info.update(promptLayout=layout, tokenBudget=budget, blockEnd=self.block_end())
         backend = self._backend[1] if self._backend is not None else None
         described = backend.describe() if backend is not None else None
         if described is not None:

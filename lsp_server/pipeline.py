@@ -32,7 +32,7 @@ from lookahead_lsp.lsp_server.completion import (
     plan_completion,
     trim_visible,
 )
-from lookahead_lsp.lsp_server.config import Config
+from lookahead_lsp.lsp_server.config import BlockEnd, Config
 from lookahead_lsp.lsp_server.documents import Document
 from lookahead_lsp.lsp_server.previous import PreviousCompletions
 
@@ -57,6 +57,10 @@ class CompletionEngine(Protocol):
         ...
 
     def prompt_builder(self) -> PromptBuilder: ...
+
+    def block_end(self) -> BlockEnd:
+        """Where a block ends for the model loaded (``Config.block_end_for``)."""
+        ...
 
     def prompt_input(self, path: Path, text: str, offset: int, settled: bool = False) -> PromptInput:
         """The prompt's input at a cursor: the path as the prompt names it, the repository, the snippets and
@@ -190,6 +194,7 @@ def complete(
         block_deadline=deadline(config.multiline_deadline_ms, key_time),
         line_deadline=deadline(config.line_deadline_ms, key_time),
         line_cap=deadline(config.line_cap_ms, key_time),
+        block_end=engine.block_end(),
     )
     doc, offset = snapshot.doc, snapshot.offset
     cursor = Cursor(doc.text, offset, str(snapshot.path), doc.language_id or None)

@@ -16,6 +16,8 @@ from lookahead_lsp.evaluation.quality import QualityResult, Scored, run_quality
 from lookahead_lsp.evaluation.report import quality_markdown, write_quality
 from lookahead_lsp.evaluation.speed import ContextBuilder
 from lookahead_lsp.evaluation.workloads import Corpus, Hole
+from lookahead_lsp.lsp_server.completion import Limits
+from lookahead_lsp.lsp_server.config import Config
 
 WORKSPACES = {"both": (True, False), "on": (True,), "off": (False,)}
 """--workspace: with workspace context (snippets of other files, the workspace draft source), without, or both"""
@@ -95,8 +97,7 @@ def evaluate(args: argparse.Namespace, corpus: Corpus, holes: list[Hole]) -> Qua
         local_backend(loaded.model, "lookahead"),
         builder,
         holes,
-        args.max_new_tokens,
-        stop_token_ids(loaded.tokenizer),
+        Limits(args.max_new_tokens, stop_token_ids(loaded.tokenizer), block_end=Config().block_end_for(loaded.spec)),
         meta,
         progress,
         args.deadlines,

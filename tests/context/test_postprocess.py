@@ -95,6 +95,22 @@ def test_block_completion_is_cut_where_it_leaves_the_block(
     assert cut is not None and completion[:cut].rstrip() == expected
 
 
+def test_a_model_that_ends_its_middles_keeps_the_lines_after_the_block() -> None:
+    """``dedent=False``: the lines one level out are the rest of the function, up to where the suffix repeats."""
+    marked = "def longest(strings):\n    if not strings:\n        |\n    return result\n"
+    completion = "return None\n    result = max(strings, key=len)\n    return result\n"
+    shape, suffix = split(marked, "python")
+    assert trim(completion, shape, suffix) == "return None"
+    assert StopRules(shape, suffix, dedent=False).check(completion) is not None  # the suffix, repeated
+    assert trim(completion, shape, suffix, dedent=False) == "return None\n    result = max(strings, key=len)"
+    top_level = "return None\n    return max(strings)\n\n\nif __name__ == '__main__':\n    main()\n"
+    assert trim(top_level, shape, "", dedent=False) == "return None\n    return max(strings)"  # not column 0
+    method = "class A:\n    def f(self, x):\n        if x:\n            |\n        return x\n"
+    shape, suffix = split(method, "python")
+    out = "x += 1\n        x *= 2\n    def g(self):\n        pass\n"  # below the code after the cursor
+    assert trim(out, shape, suffix, dedent=False) == "x += 1\n        x *= 2"
+
+
 def test_python_top_level_block_stops_at_the_next_definition() -> None:
     completion = "import sys\nimport re\n\n\ndef main():\n    pass\n"
     assert finish("import os\n|\n", "python", completion) == "import sys\nimport re"

