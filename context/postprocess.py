@@ -25,7 +25,7 @@ from typing import Any
 
 from lookahead_lsp.context.healing import VocabIndex, is_word_char, strip_healed, vocab_index
 from lookahead_lsp.context.languages import LanguageSpec
-from lookahead_lsp.context.syntax import CompletionShape, bracket_events, indent_width
+from lookahead_lsp.context.syntax import CompletionShape, bracket_events, indent_width, opens_block
 from lookahead_lsp.decoder.types import StopFn, TokenConstraint
 
 CLOSING = b")]};,"  # what a line of closing brackets alone holds
@@ -86,7 +86,7 @@ class StopRules:
     ``dedent``: a line that dedents out of the cursor's block ends the completion. Off for a model that ends its
     middles itself with its end-of-text token (the 1.5B: ``lsp_server/config.py``'s ``MODEL_BLOCK_ENDS``), where
     the lines after the block are often the hole's (the rest of the function): then a line ends it only where it
-    dedents below the code after the cursor, or to the first column (:attr:`dedent_floor`)."""
+    leaves the definition the cursor is in, or reaches the first column (:attr:`dedent_floor`)."""
 
     shape: CompletionShape
     suffix: str = ""
@@ -112,13 +112,13 @@ class StopRules:
     @cached_property
     def dedent_floor(self) -> int:
         """The least indentation (columns) a line of the completion may have in an indentation language: the
-        cursor's block's; without ``dedent``, the next line after the cursor's (at least 1: a line at the first
-        column leaves every definition the cursor is in)."""
+        cursor's block's; without ``dedent``, one more than the innermost ``def``/``class`` line around the cursor
+        (1 where there is none: a line at the first column leaves every block the cursor is in)."""
         width = indent_width(self.shape.indent)
         if self.dedent or width == 0:
             return width
-        after = indent_width(self.next_lines[0]) if self.next_lines else 0
-        return max(1, min(width, after))
+        scope = self.shape.scope_indent
+        return min(width, 1 if scope is None else scope + 1)
 
     def check(self, completion: str) -> int | None:
         """The char index where ``completion`` must be cut, or ``None`` to go on decoding."""
@@ -263,6 +263,20 @@ def _balanced_prefix(text: str, shape: CompletionShape) -> str:
     return text
 
 
+def _without_bodiless_opener(text: str, rules: StopRules) -> str:
+    """``text`` without its last line when that line (not the first) opens a block in an indentation language
+    and neither the completion nor the code after the cursor holds its body (``else:`` before a line of the
+    suffix at the same indentation: a syntax error shown)."""
+    shape = rules.shape
+    newline = text.rfind("\n")
+    if shape.spec.braces or newline < 0 or not opens_block(text[newline + 1 :], shape.spec):
+        return text
+    after = rules.next_lines[0] if rules.next_lines else ""
+    if after and indent_width(after) > indent_width(text[newline + 1 :]):
+        return text
+    return text[:newline].rstrip()
+
+
 def trim(
     completion: str, shape: CompletionShape, suffix: str = "", *, truncated: bool = False, dedent: bool = True
 ) -> str:
@@ -271,12 +285,13 @@ def trim(
     ``truncated``: decoding ended on the token limit, so a multi-line completion's last line is dropped.
     ``dedent``: :attr:`StopRules.dedent`.
     """
-    text = completion[: StopRules(shape, suffix, dedent).final_cut(completion)]
+    rules = StopRules(shape, suffix, dedent)
+    text = completion[: rules.final_cut(completion)]
     if shape.kind == "line":
         return text.rstrip(" \t") if not shape.line_rest or shape.line_rest[:1].isspace() else text
     if truncated and "\n" in text.strip("\n"):
         text = text[: text.rstrip("\n").rfind("\n")]
-    text = _balanced_prefix(text.rstrip(), shape)
+    text = _without_bodiless_opener(_balanced_prefix(text.rstrip(), shape), rules)
     if shape.line_rest.strip() and "\n" in text:  # a block filled in before a closer on the cursor's line
         text += "\n" + shape.line_indent
     return text

@@ -108,7 +108,20 @@ def test_a_model_that_ends_its_middles_keeps_the_lines_after_the_block() -> None
     method = "class A:\n    def f(self, x):\n        if x:\n            |\n        return x\n"
     shape, suffix = split(method, "python")
     out = "x += 1\n        x *= 2\n    def g(self):\n        pass\n"  # below the code after the cursor
-    assert trim(out, shape, suffix, dedent=False) == "x += 1\n        x *= 2"
+    assert trim(out, shape, suffix, dedent=False) == "x += 1\n        x *= 2"  # not out of its method
+    loop = "def fib4(n):\n    if n < 4:\n        |\n        results.append(1)\n    return results[-1]\n"
+    shape, suffix = split(loop, "python")  # the hole ends with the line whose body is the suffix
+    out = "return results[n]\n\n    for _ in range(4, n + 1):\n        results.append(1)\n    return results[-1]\n"
+    assert trim(out, shape, suffix, dedent=False) == "return results[n]\n\n    for _ in range(4, n + 1):"
+
+
+def test_a_last_line_opening_a_block_without_its_body_is_dropped() -> None:
+    marked = "def f(l):\n    if l:\n        |\n    return False\n"
+    shape, suffix = split(marked, "python")
+    assert trim("return True\n    else:\n    return False\n", shape, suffix, dedent=False) == "return True"
+    body_after = "def f(l):\n    for x in l:\n        |\n            print(x)\n"
+    shape, suffix = split(body_after, "python")
+    assert trim("y = x\n        if y:\n", shape, suffix) == "y = x\n        if y:"  # the suffix is its body
 
 
 def test_python_top_level_block_stops_at_the_next_definition() -> None:

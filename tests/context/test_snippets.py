@@ -183,7 +183,10 @@ JAVA_HEADER = "import java.util.*;\nimport java.math.*;\nimport java.util.stream
 
 
 def _java_file(method: str) -> str:
-    return JAVA_HEADER + f"    public static ArrayList<Long> {method}(ArrayList<Long> values) {{\n        return values;\n    }}\n}}\n"
+    return (
+        JAVA_HEADER
+        + f"    public static ArrayList<Long> {method}(ArrayList<Long> values) {{\n        return values;\n    }}\n}}\n"
+    )
 
 
 def test_relevance_bar_skips_what_most_files_hold() -> None:
