@@ -159,9 +159,12 @@ def run_side(suite: str, side: str, args: argparse.Namespace) -> Run:
     holes = suite_holes(suite, args)
     with tempfile.TemporaryDirectory(prefix=f"lookahead-infill-{side}-") as tmp:
         if side == "daemon":
-            workspace = Path(tmp)
+            # named as the project, the same every run: the prompt's `<|repo_name|>` line is the folder's name
             if suite == REPO_SUITE:
-                workspace = copy_workspace(Corpus.load(args.corpus), workspace / "workspace")
+                workspace = copy_workspace(Corpus.load(args.corpus), Path(tmp) / Path(args.corpus).name)
+            else:
+                workspace = Path(tmp) / suite
+                workspace.mkdir()
             answers = run_daemon(holes, daemon_options(args), workspace, args.fresh, progress, daemon_command(args))
         elif side == "engine":
             answers = run_engine(holes, args.model, progress)
