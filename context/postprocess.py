@@ -112,8 +112,9 @@ class StopRules:
     @cached_property
     def dedent_floor(self) -> int:
         """The least indentation (columns) a line of the completion may have in an indentation language: the
-        cursor's block's; without ``dedent``, one more than the innermost ``def``/``class`` line around the cursor
-        (1 where there is none: a line at the first column leaves every block the cursor is in)."""
+        cursor's block's; without ``dedent``, one more than the outermost ``def`` line around the cursor (a
+        nested function's hole may go on in the function around it; a method's ``def`` is the outermost one in
+        its class), 1 where there is none: a line at the first column leaves every block the cursor is in."""
         width = indent_width(self.shape.indent)
         if self.dedent or width == 0:
             return width
@@ -232,17 +233,22 @@ def _block_line_cut(text: str, rules: StopRules, brackets: _Brackets, final: boo
             return line.start
         if k and outside_brackets and width == 0 and not line.text[0].isspace() and not lines[k - 1].text.strip():
             return line.start
-        if _repeats_suffix(lines, k, rules.next_lines, shape.line_indent):
+        one_telling_line = rules.dedent or k == 0  # a model that ends its middles: a later line needs two
+        if _repeats_suffix(lines, k, rules.next_lines, shape.line_indent, one_telling_line):
             return line.start
     return None
 
 
-def _repeats_suffix(lines: list[_Line], k: int, next_lines: list[str], cursor_indent: str) -> bool:
+def _repeats_suffix(
+    lines: list[_Line], k: int, next_lines: list[str], cursor_indent: str, one_telling_line: bool = True
+) -> bool:
     """Whether the completion's lines from ``k`` on are the next lines after the cursor, at their indentation
-    (the completion's first line starts at the cursor, after ``cursor_indent``)."""
+    (the completion's first line starts at the cursor, after ``cursor_indent``). ``one_telling_line``: a telling
+    first line (:func:`_telling`) is enough; else all :data:`REPEAT_LINES` must repeat (a model that ends its
+    middles itself sees the suffix: one line like it, a second ``return False``, is more often its own)."""
     if not next_lines:
         return False
-    wanted = next_lines[:1] if _telling(next_lines[0]) else next_lines
+    wanted = next_lines[:1] if one_telling_line and _telling(next_lines[0]) else next_lines
     got = [(i, line) for i, line in enumerate(lines[k:], k) if line.text.strip()][: len(wanted)]
     return len(got) == len(wanted) and all(
         line.complete and ((cursor_indent if i == 0 else "") + line.text).rstrip() == want

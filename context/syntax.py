@@ -38,7 +38,7 @@ CLOSERS = ")]}"
 _PY_BLOCK_KEYWORDS = re.compile(
     r"^\s*(async\s+)?(def|class|if|elif|else|for|while|try|except|finally|with|match|case|lambda)\b"
 )
-_DEFINITION_LINE = re.compile(r"^\s*(async\s+)?(def|class)\b")  # a line opening a definition (indentation langs)
+_DEFINITION_LINE = re.compile(r"^\s*(async\s+)?def\b")  # a line opening a function (indentation languages)
 _CASE_LABEL = re.compile(r"^\s*(case\b.*|default\s*):$")
 
 
@@ -56,7 +56,7 @@ class CompletionShape:
     block_end_line: int | None = None  # 0-based last line of the enclosing block in the document
     may_close: int = 0  # closing brackets the completion may emit for openers before the cursor
     in_comment: bool = False
-    scope_indent: int | None = None  # columns of the innermost def/class line around the cursor (indentation langs)
+    scope_indent: int | None = None  # columns of the outermost def line around the cursor (indentation languages)
 
     @property
     def multiline(self) -> bool:
@@ -359,18 +359,18 @@ def _block_shape(
 
 
 def _definition_indent(window: _Window, width: int) -> int | None:
-    """The indentation of the innermost ``def``/``class`` line enclosing a line at ``width`` columns at the
+    """The indentation of the outermost function (``def``) line enclosing a line at ``width`` columns at the
     cursor (lines above it, each less indented than the last; None: none in the window)."""
-    limit = width
+    limit, found = width, None
     for line in reversed(window.lines[: window.cursor_index]):
         if not line.strip() or indent_width(line) >= limit:
             continue
         limit = indent_width(line)
         if _DEFINITION_LINE.match(line):
-            return limit
+            found = limit
         if limit == 0:
             break
-    return None
+    return found
 
 
 def analyze(

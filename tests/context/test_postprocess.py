@@ -115,6 +115,18 @@ def test_a_model_that_ends_its_middles_keeps_the_lines_after_the_block() -> None
     assert trim(out, shape, suffix, dedent=False) == "return results[n]\n\n    for _ in range(4, n + 1):"
 
 
+def test_a_model_that_ends_its_middles_may_leave_a_nested_function_and_repeat_one_line() -> None:
+    marked = "def outer(a):\n    def inner(i):\n        if i:\n            |\n    return inner(a)\n"
+    shape, suffix = split(marked, "python")
+    out = "return 1\n        return 0\n    total = inner(a)\n\n\nprint(1)\n"
+    assert trim(out, shape, suffix, dedent=False) == "return 1\n        return 0\n    total = inner(a)"
+    marked = "def f(m):\n    if m < 1:\n        |\n        return False\n    return True\n"
+    shape, suffix = split(marked, "python")
+    twice = "m += 1\n        return False\n    if m > 12:\n        return False\n    return True\n"
+    assert trim(twice, shape, suffix) == "m += 1"  # one telling line like the suffix's is a repeat
+    assert trim(twice, shape, suffix, dedent=False) == "m += 1\n        return False\n    if m > 12:"  # two are
+
+
 def test_a_last_line_opening_a_block_without_its_body_is_dropped() -> None:
     marked = "def f(l):\n    if l:\n        |\n    return False\n"
     shape, suffix = split(marked, "python")
