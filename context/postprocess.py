@@ -275,10 +275,11 @@ def _without_bodiless_opener(text: str, rules: StopRules) -> str:
     suffix at the same indentation: a syntax error shown)."""
     shape = rules.shape
     newline = text.rfind("\n")
-    if shape.spec.braces or newline < 0 or not opens_block(text[newline + 1 :], shape.spec):
+    last = text[newline + 1 :]
+    if shape.spec.braces or newline < 0 or not opens_block(last, shape.spec):
         return text
     after = rules.next_lines[0] if rules.next_lines else ""
-    if after and indent_width(after) > indent_width(text[newline + 1 :]):
+    if after and indent_width(after) > indent_width(last):
         return text
     return text[:newline].rstrip()
 
@@ -291,7 +292,12 @@ def trim(
     ``truncated``: decoding ended on the token limit, so a multi-line completion's last line is dropped.
     ``dedent``: :attr:`StopRules.dedent`.
     """
-    rules = StopRules(shape, suffix, dedent)
+    return trim_by(StopRules(shape, suffix, dedent), completion, truncated=truncated)
+
+
+def trim_by(rules: StopRules, completion: str, *, truncated: bool = False) -> str:
+    """:func:`trim` under ``rules`` already made (a completion's plan holds them)."""
+    shape = rules.shape
     text = completion[: rules.final_cut(completion)]
     if shape.kind == "line":
         return text.rstrip(" \t") if not shape.line_rest or shape.line_rest[:1].isspace() else text

@@ -21,12 +21,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from lookahead_lsp.decoder.greedy import GreedyDecoder
-from lookahead_lsp.decoder.runtime.model import stop_token_ids
 from lookahead_lsp.evaluation.quality import score
-from lookahead_lsp.evaluation.speed import ContextBuilder
+from lookahead_lsp.evaluation.speed import ContextBuilder, model_limits
 from lookahead_lsp.evaluation.workloads import Hole
-from lookahead_lsp.lsp_server.completion import Cursor, Limits, decode_completion, plan_completion
-from lookahead_lsp.lsp_server.config import Config
+from lookahead_lsp.lsp_server.completion import Cursor, decode_completion, plan_completion
 
 
 @dataclass(frozen=True)
@@ -85,7 +83,7 @@ def measure(
     tokenizer = loaded.tokenizer
     context = ContextBuilder(corpus, tokenizer, budget, heal=True, layout=layout)  # type: ignore[arg-type]
     decoder = GreedyDecoder(loaded.model)
-    limits = Limits(max_new_tokens, stop_token_ids(tokenizer), block_end=Config().block_end_for(loaded.spec))
+    limits = model_limits(loaded, max_new_tokens)
 
     exact, similarity, tokens, cold, key_tokens, key_ms = 0, 0.0, [], [], [], []
     for hole in holes:

@@ -41,11 +41,13 @@ from lookahead_lsp.decoder.cost_table import describe, table_path
 from lookahead_lsp.decoder.drafts import DraftSource
 from lookahead_lsp.decoder.lookahead import LookaheadConfig
 from lookahead_lsp.decoder.policy import CostModel
+from lookahead_lsp.decoder.runtime.model import stop_token_ids
 from lookahead_lsp.decoder.types import Decoder, DecodeRequest, DecodeResult, DecodeStats
 from lookahead_lsp.evaluation.hf_baselines import HF_PROMPT_LOOKUP_TOKENS, HFGenerateDecoder
 from lookahead_lsp.evaluation.peers import ALL_PEERS, PEERS
 from lookahead_lsp.evaluation.workloads import Corpus, Hole
 from lookahead_lsp.lsp_server.completion import Limits, decode_request
+from lookahead_lsp.lsp_server.config import Config
 
 Progress = Callable[[str, "float | None"], None]
 
@@ -445,3 +447,9 @@ def _paired_speedup(
 def _geometric_mean(values: Sequence[float]) -> float:
     positive = [v for v in values if v > 0]
     return math.exp(sum(math.log(v) for v in positive) / len(positive)) if positive else 0.0
+
+
+def model_limits(loaded: Any, max_new_tokens: int) -> Limits:
+    """The limits the daemon's completions with ``loaded`` run under (its end-of-text ids; where its blocks end,
+    ``Config.block_end_for``), without the keystroke deadlines: what the in-process benchmarks decode with."""
+    return Limits(max_new_tokens, stop_token_ids(loaded.tokenizer), block_end=Config().block_end_for(loaded.spec))

@@ -32,12 +32,10 @@ from lookahead_lsp.context.definitions import CursorContext, cursor_context
 from lookahead_lsp.context.prompt import BuiltPrompt, PromptInput
 from lookahead_lsp.decoder.greedy import GreedyDecoder
 from lookahead_lsp.decoder.kv import common_prefix_len
-from lookahead_lsp.decoder.runtime.model import stop_token_ids
 from lookahead_lsp.evaluation.report import markdown_table
-from lookahead_lsp.evaluation.speed import ContextBuilder
+from lookahead_lsp.evaluation.speed import ContextBuilder, model_limits
 from lookahead_lsp.evaluation.workloads import SourceFile
-from lookahead_lsp.lsp_server.completion import Cursor, Limits, decode_completion, plan_completion
-from lookahead_lsp.lsp_server.config import Config
+from lookahead_lsp.lsp_server.completion import Cursor, decode_completion, plan_completion
 
 MODES = ("fresh", "anchored")
 CLIFF_TOKENS = 128  # a keystroke that re-prefills this many more than its suffix pays for a moved prompt head
@@ -173,7 +171,7 @@ def type_file(
 def completer(loaded: Any, max_new_tokens: int) -> Complete:
     """Completions as the daemon makes them (greedy: the same text as lookahead) on one KV cache of their own."""
     decoder = GreedyDecoder(loaded.model)
-    limits = Limits(max_new_tokens, stop_token_ids(loaded.tokenizer), block_end=Config().block_end_for(loaded.spec))
+    limits = model_limits(loaded, max_new_tokens)
 
     def complete(built: BuiltPrompt, text: str, offset: int, path: str) -> str:
         plan = plan_completion(loaded.tokenizer, built, Cursor(text, offset, path), limits)

@@ -31,7 +31,7 @@ from lookahead_lsp.context.postprocess import (
     completion_constraint,
     make_stop_fn,
     text_decoder,
-    trim,
+    trim_by,
 )
 from lookahead_lsp.context.prompt import BuiltPrompt
 from lookahead_lsp.context.syntax import CompletionShape, analyze
@@ -197,4 +197,4 @@ def finish_completion(plan: Plan, token_ids: Sequence[int], truncated: bool) -> 
 
 def trim_visible(plan: Plan, visible: str, truncated: bool) -> str:
     """The text to insert for the visible decoded text (from the cursor on)."""
-    return trim(visible, plan.shape, plan.suffix, truncated=truncated, dedent=plan.rules.dedent)
+    return trim_by(plan.rules, visible, truncated=truncated)

@@ -10,14 +10,11 @@ from pathlib import Path
 
 from lookahead_lsp.context.prompt import PROMPT_LAYOUTS
 from lookahead_lsp.decoder.backend import local_backend
-from lookahead_lsp.decoder.runtime.model import stop_token_ids
 from lookahead_lsp.evaluation.commands.bench import add_workload_arguments, load, load_holes, progress, run_meta
 from lookahead_lsp.evaluation.quality import QualityResult, Scored, run_quality
 from lookahead_lsp.evaluation.report import quality_markdown, write_quality
-from lookahead_lsp.evaluation.speed import ContextBuilder
+from lookahead_lsp.evaluation.speed import ContextBuilder, model_limits
 from lookahead_lsp.evaluation.workloads import Corpus, Hole
-from lookahead_lsp.lsp_server.completion import Limits
-from lookahead_lsp.lsp_server.config import Config
 
 WORKSPACES = {"both": (True, False), "on": (True,), "off": (False,)}
 """--workspace: with workspace context (snippets of other files, the workspace draft source), without, or both"""
@@ -97,7 +94,7 @@ def evaluate(args: argparse.Namespace, corpus: Corpus, holes: list[Hole]) -> Qua
         local_backend(loaded.model, "lookahead"),
         builder,
         holes,
-        Limits(args.max_new_tokens, stop_token_ids(loaded.tokenizer), block_end=Config().block_end_for(loaded.spec)),
+        model_limits(loaded, args.max_new_tokens),
         meta,
         progress,
         args.deadlines,
