@@ -242,6 +242,8 @@ class PromptBuilder:
         if self.heal:  # the prompt's last part: the middle's start in psm-line, else the prefix
             healing, healed = _healed(self.tokenizer, middle if line_middle else prefix)
             prefix, middle = (prefix, healed) if line_middle else (healed, middle)
+        if not sections:  # the repository format only around other files' sections: alone, the report's plain FIM
+            header, file_header = [], []
         parts = _Parts(header, context_ids, file_header, head + prefix.ids, suffix.ids, self._special, middle.ids)
         ids = _LAYOUTS[self.layout](parts)
         counts = {

@@ -63,7 +63,7 @@ class Config:
     ngram: int = 8  # lookahead N
     verify: int | None = None  # lookahead G; None: the decoder's own default
     draft_length: int = 15  # longest prompt/suffix/workspace draft verified in one pass (tokens)
-    max_new_tokens: int = 64
+    max_new_tokens: int = 128  # a block the model ends itself (blockEnd "model") is often longer than 64
     kv_slots: int = 2  # KV caches kept, one per document (decoder/slots.py's DEFAULT_SLOTS)
     multiline_deadline_ms: int | None = 800  # a block still decoding this long after the key ends at a line end
     line_deadline_ms: int | None = 600  # a first line still decoding this long after the key ends at its line end

@@ -34,7 +34,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--line", type=int, required=True, help="0-based line of the cursor")
     parser.add_argument("--character", type=int, required=True, help="0-based column (UTF-16 code units)")
     parser.add_argument("--decoder", choices=("lookahead", "greedy"), default="lookahead")
-    parser.add_argument("--max-new-tokens", type=int, default=None, help="default: the daemon's (64)")
+    parser.add_argument(
+        "--max-new-tokens", type=int, default=None, help=f"default: the daemon's ({Config.max_new_tokens})"
+    )
     parser.add_argument(
         "--model",
         default="embedded",

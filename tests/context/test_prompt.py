@@ -63,6 +63,19 @@ def test_fim_layout_decodes_to_the_repo_level_format(tokenizer: Any) -> None:
     assert sum(v for k, v in built.counts.items() if k != "total") == built.counts["total"] == len(built.token_ids)
 
 
+def test_a_prompt_without_other_files_is_the_plain_fim_format(tokenizer: Any) -> None:
+    """No section of another file: no repository header and no path line (the report's own FIM prompt; the 1.5B
+    wrote placeholder comments at a function's first line under a header with nothing in it)."""
+    text = "def main():\n    print(1)\n"
+    offset = text.index("print")
+    built = PromptBuilder(tokenizer).build(PromptInput("src/app.py", text, offset, repo_name="demo"))
+    expected = f"<|fim_prefix|>{text[:offset]}<|fim_suffix|>{text[offset:]}<|fim_middle|>"
+    assert tokenizer.decode(built.token_ids) == expected and not built.sections
+    assert built.counts["header"] == 3 and sum(v for k, v in built.counts.items() if k != "total") == len(
+        built.token_ids
+    )
+
+
 def test_special_token_text_in_code_stays_text(tokenizer: Any) -> None:
     text = 'MARK = "<|fim_middle|>"\n'
     built = PromptBuilder(tokenizer).build(PromptInput("a.py", text, len(text)))

@@ -26,7 +26,8 @@ def test_layouts_are_valid_fim_prompts_within_budget(tokenizer: Any, layout: str
     built = _build(tokenizer, layout, total, SOURCE, offset)
     assert built.counts["total"] == len(built.token_ids) <= total
     text, middle_part = tokenizer.decode(built.token_ids).split("<|fim_middle|>")
-    assert text.startswith("<|repo_name|>repo\n") and (middle_part == "") == (layout not in ("psm-line", "psm-lines"))
+    assert text.startswith("<|repo_name|>repo\n") == bool(built.sections)
+    assert (middle_part == "") == (layout not in ("psm-line", "psm-lines"))
     for token in ("<|fim_prefix|>", "<|fim_suffix|>"):
         assert text.count(token) == 1
     prefix_part = text.split("<|fim_prefix|>")[1].split("<|fim_suffix|>")[0]
