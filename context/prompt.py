@@ -6,7 +6,11 @@ Repository-level fill-in-the-middle (Qwen2.5-Coder technical report, "Repo-Level
     <|file_sep|>{path}\\n{snippet}\\n          (context sections, ordered by path and line)
     <|file_sep|>{current path}\\n<|fim_prefix|>{prefix}<|fim_suffix|>{suffix}<|fim_middle|>
 
-That is the ``"psm"`` layout (prefix, suffix, middle), the one the report documents. ``"spm"`` puts the
+With no section of another file the two header lines go too: the prompt is the report's plain FIM
+(``<|fim_prefix|>{prefix}<|fim_suffix|>{suffix}<|fim_middle|>``). Under a header with nothing in it the 1.5B
+wrote placeholder comments (``# Your code here``) at a function's first line (docs/benchmarks.md).
+
+The format above is the ``"psm"`` layout (prefix, suffix, middle), the one the report documents. ``"spm"`` puts the
 suffix first (``<|fim_suffix|>{suffix}<|fim_prefix|>{prefix}<|fim_middle|>``) so that typing at the cursor,
 which changes only the end of the prefix, leaves everything before it in the KV cache, suffix included; in
 "psm" each keystroke invalidates the suffix too. ``PromptBudget.suffix_max`` caps the suffix (a short window

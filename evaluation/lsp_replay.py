@@ -370,6 +370,8 @@ LAYOUT_MODES: dict[str, dict[str, Any]] = {
     "psm 1024": {"promptLayout": "psm", "tokenBudget": 1024},
     "psm-short": {"promptLayout": "psm-short"},
     "psm-line": {"promptLayout": "psm-line"},
+    "1024": {"tokenBudget": 1024},  # the device's layout, twice the CPU's budget
+    "64 tokens": {"maxNewTokens": 64},  # the daemon's maxNewTokens before 2026-12-03
     "psm-lines": {"promptLayout": "psm-lines"},
     "no definitions": {"definitions": False},  # the context before the definitions of imported names (#76)
 }

@@ -20,6 +20,7 @@ from lookahead_lsp.evaluation.lsp_replay import (
 )
 from lookahead_lsp.evaluation.workloads import Corpus
 from lookahead_lsp.lsp_server.cli import UsageError
+from lookahead_lsp.lsp_server.config import Config
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -28,7 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--modes", default=",".join(DEADLINE_MODES), help=f"comma-separated, of: {', '.join(PAUSE_MODES)}"
     )
-    parser.add_argument("--max-new-tokens", type=int, default=64)
+    parser.add_argument("--max-new-tokens", type=int, default=Config.max_new_tokens, help="default: the daemon's")
     parser.add_argument("--model", default="embedded")
     parser.add_argument("--json", default=None, help="also write every pause's shown texts here")
     parser.add_argument(
