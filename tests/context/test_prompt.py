@@ -71,9 +71,8 @@ def test_a_prompt_without_other_files_is_the_plain_fim_format(tokenizer: Any) ->
     built = PromptBuilder(tokenizer).build(PromptInput("src/app.py", text, offset, repo_name="demo"))
     expected = f"<|fim_prefix|>{text[:offset]}<|fim_suffix|>{text[offset:]}<|fim_middle|>"
     assert tokenizer.decode(built.token_ids) == expected and not built.sections
-    assert built.counts["header"] == 3 and sum(v for k, v in built.counts.items() if k != "total") == len(
-        built.token_ids
-    )
+    assert built.counts["header"] == 3  # the three FIM tokens
+    assert sum(v for k, v in built.counts.items() if k != "total") == len(built.token_ids)
 
 
 def test_special_token_text_in_code_stays_text(tokenizer: Any) -> None:
