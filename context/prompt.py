@@ -46,7 +46,10 @@ the rest the prefix gets up to ``prefix_share`` (cut at its start, on a line bou
 suffix up to ``suffix_share`` (cut at its end), the context sections the remainder (best-scored snippets first,
 the last one cut at a line boundary). Room the context sections leave (few snippets pass the relevance bar:
 ``context/snippets.py``) goes to a prefix that had to be cut: the code above the cursor is worth more than
-nothing (the snippets, so this room, change only with the cursor's block).
+nothing (the snippets, so this room, change only with the cursor's block), with the room a whole suffix leaves
+short of a quantum; beside a whole prefix it goes to a suffix that had to be cut. So a file that fits the budget
+is seen whole, as the model is asked in its report. An anchored builder's first prompt of a document starts on
+the earliest line that fits (not a snapped one): that start becomes the anchor, which holds it from then on.
 """
 
 from __future__ import annotations
@@ -218,8 +221,9 @@ class PromptBuilder:
         if budget.suffix_max is not None:
             suffix_cap = min(suffix_cap, budget.suffix_max)
         before = request.text[:offset]
-        suffix = self._fit_suffix(request.text[offset:], suffix_cap)
-        suffix_unused = suffix_cap - len(suffix.ids) if len(suffix.text) == len(request.text) - offset else 0
+        after = request.text[offset:]
+        suffix = self._fit_suffix(after, suffix_cap)
+        suffix_unused = suffix_cap - len(suffix.ids) if len(suffix.text) == len(after) else 0
         quantum = budget.context_quantum
         context_cap = available - prefix_cap - suffix_cap + suffix_unused // quantum * quantum
         prefix_cap = max(0, prefix_cap - SPLIT_SLACK) if self.layout == "psm-line" else prefix_cap
@@ -229,14 +233,21 @@ class PromptBuilder:
         head, head_end = self._imports_head(request, before, tentative, int(prefix_cap * IMPORTS_SHARE))
         context_cap = max(0, context_cap - len(head))
         sections, context_ids = self._fit_sections(request.snippets, context_cap)
-        # as steady as the snippets (context_cap moves in whole quanta); a cut section's last partial line is no room
-        spare = (context_cap - len(context_ids)) // SPARE_STEP * SPARE_STEP
+        # as steady as the snippets (context_cap moves in whole quanta); a cut section's last partial line is no room;
+        # with it the whole suffix's room that did not reach the context (less than a quantum: the text after the
+        # cursor changes only by an edit there, and the prefix's start is anchored)
+        spare = (context_cap - len(context_ids) + suffix_unused % quantum) // SPARE_STEP * SPARE_STEP
         # a cut prefix takes that room (with none, it is the tentative one: the same fit, not tokenized again)
         prefix = self._anchored_prefix(before, prefix_cap + spare, request) if spare else tentative
         if prefix.start == 0 and len(prefix.ids) <= prefix_cap:  # an uncut one lends its own to the context
             unused = prefix_cap - len(prefix.ids) + suffix_unused
             context_cap = available - prefix_cap - suffix_cap + unused // quantum * quantum
             sections, context_ids = self._fit_sections(request.snippets, context_cap)
+            # a cut suffix takes the room the context leaves of its own share (not the prefix's: it shrinks as
+            # the user types, and the suffix would move with it)
+            more = (available - prefix_cap - suffix_cap - len(context_ids)) // SPARE_STEP * SPARE_STEP
+            if more > 0 and len(suffix.text) < len(after) and budget.suffix_max is None:
+                suffix = self._fit_suffix(after, suffix_cap + more)
         if before.count("\n", 0, prefix.start) < head_end:
             head = []  # the prefix grew into the import lines: they are in it
         prefix_line = before.count("\n", 0, prefix.start)
@@ -315,8 +326,8 @@ class PromptBuilder:
         if not self.anchored:
             return self._fit_prefix(text, cap)
         budget = self.budget
-        if request.anchor_line is None:
-            return self._fit_prefix(text, cap - int(cap * budget.settled_free_share))
+        if request.anchor_line is None:  # the start it takes becomes the anchor: no snapping, as for a moved one
+            return self._fit_prefix(text, cap - int(cap * budget.settled_free_share), snap=False)
         keep_free = int(cap * budget.settled_free_share) if request.settled else 0
         headroom = int(cap * budget.headroom_share)
         anchor = _nth_line_start(text, request.anchor_line)

@@ -98,7 +98,15 @@ def test_suffix_is_cut_at_its_end_on_a_line_boundary(builder: PromptBuilder) -> 
     built = builder.build(PromptInput("m.py", SOURCE, offset))
     assert SOURCE[offset:].startswith(built.suffix_text)
     assert built.suffix_text.endswith("\n") and len(built.suffix_text) < len(SOURCE) - offset
-    assert built.counts["suffix"] <= int((600 - built.counts["header"]) * builder.budget.suffix_share)
+    available = 600 - built.counts["header"]
+    share = int(available * builder.budget.suffix_share)
+    # beside a whole prefix (the cursor near the top) the suffix takes the room the context leaves of its share
+    assert built.prefix_line == 0 and len(built.prefix_text) == offset
+    assert share < built.counts["suffix"] <= available - int(available * builder.budget.prefix_share)
+    low = SOURCE.index("return x + 150")
+    cut = builder.build(PromptInput("m.py", SOURCE, low))
+    assert cut.prefix_line > 0 and SOURCE[low:].startswith(cut.suffix_text)
+    assert cut.suffix_text.endswith("\n") and cut.counts["suffix"] <= share  # beside a cut prefix: its share
 
 
 def test_context_fills_what_is_left_best_snippets_first_in_stable_order(tokenizer: Any) -> None:
@@ -189,10 +197,14 @@ def test_never_over_budget(
     fixed = built.counts["header"]
     prefix_cap, suffix_cap = int((total - fixed) * prefix_share), int((total - fixed) * suffix_share)
     context_room = total - fixed - prefix_cap - suffix_cap
-    # beyond its share, the prefix holds only room the context sections left
-    assert built.counts["prefix"] - prefix_cap <= max(0, context_room - built.counts["context"]) + 1  # + healing
+    # beyond its share, the prefix holds only room the context sections and a whole suffix left
+    whole_suffix = len(built.suffix_text) == len(text) - offset
+    lent = suffix_cap - built.counts["suffix"] if whole_suffix else 0
+    assert built.counts["prefix"] - prefix_cap <= max(0, context_room - built.counts["context"]) + lent + 1  # healing
     assert built.counts["total"] <= total
-    assert built.counts["suffix"] <= suffix_cap
+    if built.counts["suffix"] > suffix_cap:  # only beside a whole prefix, in room the context sections left
+        assert kept == built.prefix_text
+        assert built.counts["suffix"] - suffix_cap <= context_room - built.counts["context"]
 
 
 def test_a_cut_prefix_takes_the_room_the_context_leaves(tokenizer: Any) -> None:
@@ -204,7 +216,8 @@ def test_a_cut_prefix_takes_the_room_the_context_leaves(tokenizer: Any) -> None:
     assert alone.counts["total"] <= 512
     helper = snippet("helpers.py", "".join(f"def compute_{i}(x):\n    return x + {i}\n" for i in range(60)), 1.0)
     crowded = PromptBuilder(tokenizer, budget).build(PromptInput("p.py", text, len(text), "r", [helper]))
-    assert crowded.counts["context"] > 0 and crowded.counts["prefix"] <= cap < alone.counts["prefix"]
+    lent = int((512 - alone.counts["header"]) * budget.suffix_share) % budget.context_quantum  # the empty suffix's
+    assert crowded.counts["context"] > 0 and crowded.counts["prefix"] <= cap + lent < alone.counts["prefix"]
 
 
 def _shared(a: list[int], b: list[int]) -> int:
@@ -323,10 +336,29 @@ def test_a_document_s_first_anchored_prompt_leaves_the_next_keys_room(anchored: 
     room = int(cap * anchored.budget.settled_free_share)
     for end in range(SOURCE.index("def f150"), SOURCE.index("def f160")):  # every cursor over ten functions
         first = anchored.build(PromptInput("m.py", SOURCE, end, snippets=FULL_CONTEXT, settled=True))
-        assert first.counts["prefix"] <= cap - room
+        assert cap - room - 16 < first.counts["prefix"] <= cap - room  # from the earliest line that fits: unsnapped
         typed = SOURCE[:end] + "z" + SOURCE[end:]
         key = anchored.build(PromptInput("m.py", typed, end + 1, snippets=FULL_CONTEXT, anchor_line=first.prefix_line))
         assert key.prefix_line == first.prefix_line, end
+
+
+def test_a_file_that_fits_the_budget_is_whole_in_its_first_prompt(anchored: PromptBuilder) -> None:
+    """With no context sections, a document whose code fits the budget (its fixed tokens, the first prompt's free
+    share and a step of rounding aside) is whole in the prompt: the room its suffix leaves goes to the prefix, not
+    lost to the context's quanta, and the prefix starts at the top, not at a snapped line below it."""
+    tokenizer = anchored.tokenizer
+    method = "    // Returns whether the value {i} at position {i} is in the list of longs given.\n"
+    longest = 0
+    for lines in range(10, 40):
+        text = "import java.util.*;\nclass Problem {\n" + "".join(method.format(i=i) for i in range(lines))
+        text += "    public static long f(long n) {\n        return n;\n    }\n}\n"
+        offset = text.index("        return n;")
+        if len(tokenizer.encode(text)) > 0.85 * 600:
+            break
+        built = anchored.build(PromptInput("Problem.java", text, offset))
+        assert built.prefix_line == 0 and built.suffix_text == text[offset:], lines
+        longest = len(tokenizer.encode(text))
+    assert longest > 0.8 * 600  # texts longer than the prefix's and the context's quantised shares together
 
 
 def test_psm_line_writes_what_is_typed_of_the_cursor_s_line_after_the_middle_token_so_typing_keeps_the_suffix(
