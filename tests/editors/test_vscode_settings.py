@@ -1,0 +1,43 @@
+"""The VS Code extension's settings against the daemon's: the extension sends every daemon setting it declares,
+defaults included (``editors/vscode/src/settings.ts``), so each declared default must be the daemon's own, or a
+user who never touched a setting gets another daemon than the README describes."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import fields
+
+from lookahead_lsp.lsp_server.config import _SETTINGS, Config
+from tests.editors.support import REPO
+
+EXTENSION = REPO / "editors" / "vscode"
+
+
+def _sent_keys() -> list[str]:
+    """The keys ``daemonSettings()`` sends, as ``settings.ts`` lists them."""
+    source = (EXTENSION / "src" / "settings.ts").read_text(encoding="utf-8")
+    listed = re.search(r"const DAEMON_KEYS = \[(.*?)\] as const", source, re.S)
+    assert listed is not None, "settings.ts no longer lists DAEMON_KEYS"
+    return re.findall(r"'([A-Za-z]+)'", listed.group(1))
+
+
+def test_every_setting_the_extension_sends_defaults_to_the_daemon_s_own() -> None:
+    declared = json.loads((EXTENSION / "package.json").read_text(encoding="utf-8"))
+    properties = declared["contributes"]["configuration"]["properties"]
+    defaults = Config()
+    names = {field.name for field in fields(Config)}
+    keys = _sent_keys()
+    assert "tokenBudget" in keys and len(keys) > 10
+    for key in keys:
+        assert key in _SETTINGS, f"the extension sends {key!r}, which the daemon does not know"
+        attribute = _SETTINGS[key][0]
+        assert attribute in names
+        declaration = properties[f"lookahead.{key}"]
+        sent = declaration["default"]
+        sent = None if sent == "" else sent  # settings.ts sends an empty string as null
+        own = getattr(defaults, attribute)
+        own = list(own) if isinstance(own, tuple) else own
+        assert sent == own, f"lookahead.{key}: the extension's default {sent!r}, the daemon's {own!r}"
+        if own is None:  # null must be a value the setting may hold, or VS Code flags the default itself
+            assert "null" in declaration["type"] or declaration["type"] == "string", key
