@@ -223,7 +223,8 @@ class PromptBuilder:
         before = request.text[:offset]
         after = request.text[offset:]
         suffix = self._fit_suffix(after, suffix_cap)
-        suffix_unused = suffix_cap - len(suffix.ids) if len(suffix.text) == len(after) else 0
+        suffix_whole = len(suffix.text) == len(after)
+        suffix_unused = suffix_cap - len(suffix.ids) if suffix_whole else 0
         quantum = budget.context_quantum
         context_cap = available - prefix_cap - suffix_cap + suffix_unused // quantum * quantum
         prefix_cap = max(0, prefix_cap - SPLIT_SLACK) if self.layout == "psm-line" else prefix_cap
@@ -246,7 +247,7 @@ class PromptBuilder:
             # a cut suffix takes the room the context leaves of its own share (not the prefix's: it shrinks as
             # the user types, and the suffix would move with it)
             more = (available - prefix_cap - suffix_cap - len(context_ids)) // SPARE_STEP * SPARE_STEP
-            if more > 0 and len(suffix.text) < len(after) and budget.suffix_max is None:
+            if more > 0 and not suffix_whole and budget.suffix_max is None:
                 suffix = self._fit_suffix(after, suffix_cap + more)
         if before.count("\n", 0, prefix.start) < head_end:
             head = []  # the prefix grew into the import lines: they are in it
