@@ -132,7 +132,7 @@ def ask_daemon(client: RecordingClient, root: Path, hole: InfillHole) -> Answer:
     shown = inserted_at_cursor(client.last_inline, text, len(hole.prefix))
     client.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
     first_ms = pause.shown[0][0] * 1000.0 if pause.shown else None
-    return Answer(shown, first_ms=first_ms)
+    return Answer(shown, first_ms=first_ms, context=pause.context_files)
 
 
 def run_daemon(

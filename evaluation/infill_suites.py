@@ -89,6 +89,7 @@ class Answer:
     text: str
     at_line_start: bool = False
     first_ms: float | None = None  # the time to the first answer (the daemon's side)
+    context: tuple[str, ...] | None = None  # the daemon's side: other files whose sections its prompt held
 
 
 @dataclass(frozen=True)

@@ -391,6 +391,7 @@ class Pause:
     shown: list[tuple[float, str]] = field(default_factory=list)  # (seconds after the key, text shown)
     prefilled: int | None = None  # prompt tokens the key's model run prefilled (None: no run's stats seen)
     prompt_tokens: int | None = None  # the key's prompt, in tokens (a longer one costs each decoding step more)
+    context_files: tuple[str, ...] | None = None  # other files whose sections the key's prompt held (None: unseen)
 
     def at(self, seconds: float) -> str:
         """The text shown ``seconds`` after the key."""
@@ -444,6 +445,7 @@ def watch_pause(client: LspClient, hole: Hole, uri: str, version: int, mode: str
             ended_at = time.perf_counter()
             pause.prefilled = stats[0].get("prefilledTokens")
             pause.prompt_tokens = stats[0].get("promptTokens")
+            pause.context_files = tuple(stats[0].get("contextFiles") or ())
         ready = [m["params"] for m in messages if m["method"] == READY and m["params"].get("uri") == uri]
         final = final or any(p.get("requestId") == request_id and p.get("final") for p in ready)
         if ready and time.perf_counter() - t0 < WATCH_S:

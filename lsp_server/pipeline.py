@@ -123,6 +123,7 @@ class Completion:
     decode: DecodeStats
     latency_ms: dict[str, float] = field(default_factory=dict)
     final: bool = True  # False: shown at a deadline while decoding goes on (progressive ghost text)
+    context_files: tuple[str, ...] = ()  # the other files whose sections the prompt held, as it names them
 
     @property
     def text(self) -> str:
@@ -144,6 +145,7 @@ class Completion:
             "hitsBySource": dict(d.hits_by_source),
             "tokensBySource": dict(d.tokens_by_source),
             "finishReason": d.finish_reason,
+            "contextFiles": list(self.context_files),
         }
 
 
@@ -221,7 +223,8 @@ def complete(
         edit = edit_for(doc, offset, decoded.text)
 
     result = decoded.result
-    return Completion(snapshot.request_id, snapshot, edit, result.token_ids, result.stats, clock.total())
+    context = tuple(dict.fromkeys(section.path for section in built.sections))
+    return Completion(snapshot.request_id, snapshot, edit, result.token_ids, result.stats, clock.total(), True, context)
 
 
 def prompt_for(snapshot: Snapshot, engine: CompletionEngine) -> BuiltPrompt:

@@ -216,6 +216,18 @@ def only_one_side(runs: list[Run]) -> list[str]:
     return lines
 
 
+def with_context(runs: list[Run]) -> list[str]:
+    """Per daemon run: the holes whose prompt held another file's section (elsewhere a fresh daemon's prompt is
+    the same: those are the holes where a shared daemon and a fresh one can differ)."""
+    lines = []
+    for suite, side, _, answers, scores in runs:
+        if any(answer.context is not None for answer in answers):
+            held = [score.hole_id for answer, score in zip(answers, scores, strict=True) if answer.context]
+            lines.append(f"- {suite}: {side}'s prompt held another file's section ({len(held)}): "
+                         f"{', '.join(held) or '-'}")  # fmt: skip
+    return lines
+
+
 def report(runs: list[Run], args: argparse.Namespace) -> str:
     table = markdown_table(HEADERS, [table_row(suite, side, a, s) for suite, side, _, a, s in runs])
     machine = machine_description()
@@ -235,6 +247,7 @@ def report(runs: list[Run], args: argparse.Namespace) -> str:
         f"here the embedded Instruct models in Q4_K_M).",
         "",
         *only_one_side(runs),
+        *with_context(runs),
         "",
         f"CPU: {machine['cpu']} ({machine['cpu_flags']}), {machine['logical_cpus']} logical CPUs, {machine['date']}",
     ]

@@ -142,3 +142,14 @@ def test_only_picks_the_named_holes_and_refuses_ids_no_suite_has() -> None:
     assert [hole.id for hole in command.suite_holes("humaneval-single", args)] == wanted.split(",")
     with pytest.raises(UsageError, match="no hole"):
         command.run(parser.parse_args(["--only", "humaneval-single:HumanEval/999/L0", "--sides", "raw"]))
+
+
+def test_the_report_names_the_holes_whose_daemon_prompt_held_another_file() -> None:
+    holes = load_suite("humaneval-single", limit=3)
+    answers = [Answer("x", context=()), Answer("y", context=("HumanEval_0.py",)), Answer("z", context=())]
+    scores = [score_answer(hole, answer, run_tests=False) for hole, answer in zip(holes, answers, strict=True)]
+    raw = [Answer("x", at_line_start=True)] * 3  # a raw side knows no context: no line for it
+    runs = [("humaneval-single", "daemon", holes, answers, scores), ("humaneval-single", "raw", holes, raw, scores)]
+    assert command.with_context(runs) == [
+        f"- humaneval-single: daemon's prompt held another file's section (1): {holes[1].id}"
+    ]

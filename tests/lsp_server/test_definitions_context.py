@@ -1,7 +1,7 @@
 """The daemon's definitions from the workspace (context/definitions.py): a function of another file, never opened
 in the editor, reaches the prompt for a call of it; an edit of that file on disk reaches the prompt within 2 s;
 an unrelated file written beside it changes nothing; deleting the file takes its definition out. The real daemon
-over stdio, the tiny model, real files and filesystem events."""
+over stdio, the tiny model, real files and filesystem events. The completion's stats name the file."""
 
 from __future__ import annotations
 
@@ -55,6 +55,8 @@ def test_a_definition_on_disk_reaches_the_prompt_and_follows_its_edits(tiny_mode
         uri = (root / "main.py").as_uri()
         client.open(uri, MAIN)
         client.inline(uri, 4, len("    return "), timeout=120)  # the cursor: its document settles, prefilled
+        stats = client.wait_notification("lookahead/completionStats", timeout=60)
+        assert stats["contextFiles"] == ["geometry/helpers.py"], stats  # what the editor can show as the context
         first = _prompt_after(client, None, limit_s=10.0)
         assert first is not None
 

@@ -11,6 +11,7 @@ export interface CompletionStats {
   steps?: number;
   acceptedPerStep?: number;
   tokensPerSecond?: number;
+  contextFiles?: string[];
 }
 
 /** The `model.choice` part of `lookahead.stats`: which model the `model` setting came to, and why. */
@@ -94,7 +95,8 @@ export class StatusBar implements vscode.Disposable {
       `${fixed(stats.acceptedPerStep, 2)} accepted per step, ${fixed(stats.tokensPerSecond, 1)} tokens/s.`,
       `Latency ${fixed(ms.total, 0)} ms (queue ${fixed(ms.queue, 0)}, prompt ${fixed(ms.prompt, 0)},`,
       `prefill ${fixed(ms.prefill, 0)}, decode ${fixed(ms.decode, 0)}, postprocess ${fixed(ms.postprocess, 0)}).`,
-      `Prompt ${stats.promptTokens ?? '?'} tokens, ${stats.prefilledTokens ?? '?'} prefilled. Click for stats.`,
+      `Prompt ${stats.promptTokens ?? '?'} tokens, ${stats.prefilledTokens ?? '?'} prefilled.`,
+      `Context: ${stats.contextFiles?.length ? stats.contextFiles.join(', ') : 'this file only'}. Click for stats.`,
     ].join('\n');
     this.show();
   }
