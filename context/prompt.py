@@ -8,7 +8,8 @@ Repository-level fill-in-the-middle (Qwen2.5-Coder technical report, "Repo-Level
 
 With no section of another file the two header lines go too: the prompt is the report's plain FIM
 (``<|fim_prefix|>{prefix}<|fim_suffix|>{suffix}<|fim_middle|>``). Under a header with nothing in it the 1.5B
-wrote placeholder comments (``# Your code here``) at a function's first line (docs/benchmarks.md).
+wrote placeholder comments (``# Your code here``) at a function's first line (docs/benchmarks.md). A request
+with no section to choose from reserves no room for them either: the prefix and the suffix take it.
 
 The format above is the ``"psm"`` layout (prefix, suffix, middle), the one the report documents. ``"spm"`` puts the
 suffix first (``<|fim_suffix|>{suffix}<|fim_prefix|>{prefix}<|fim_middle|>``) so that typing at the cursor,
@@ -210,8 +211,10 @@ class PromptBuilder:
     def build(self, request: PromptInput) -> BuiltPrompt:
         budget = self.budget
         offset = max(0, min(request.offset, len(request.text)))
-        header = self._header(request.repo_name)
+        # the repository format only around other files' sections: with none to choose from, no room for it
+        header = self._header(request.repo_name) if request.snippets else []
         file_header = [self._special["<|file_sep|>"], *self._encode_cached(request.path + "\n")]
+        file_header = file_header if request.snippets else []
         fixed = len(header) + len(file_header) + 3  # + fim_prefix, fim_suffix, fim_middle
         available = budget.total - fixed
         if available < 0:

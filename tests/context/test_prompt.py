@@ -149,8 +149,12 @@ def test_healing_drops_the_last_prefix_tokens(tokenizer: Any) -> None:
 
 
 def test_budget_too_small_for_the_fixed_tokens(tokenizer: Any) -> None:
-    with pytest.raises(PromptTooSmall):
-        PromptBuilder(tokenizer, PromptBudget(total=5)).build(PromptInput("a/very/long/path/name.py", "x", 1, "repo"))
+    with pytest.raises(PromptTooSmall):  # fewer than the three FIM tokens
+        PromptBuilder(tokenizer, PromptBudget(total=2)).build(PromptInput("a/very/long/path/name.py", "x", 1, "repo"))
+    with pytest.raises(PromptTooSmall):  # with a section to choose from, the two header lines count too
+        PromptBuilder(tokenizer, PromptBudget(total=5)).build(
+            PromptInput("a/very/long/path/name.py", "x", 1, "repo", (snippet("b.py", "y = 1\n", 1.0),))
+        )
     with pytest.raises(ValueError):
         PromptBudget(prefix_share=0.9, suffix_share=0.2)
     with pytest.raises(ValueError):
@@ -360,6 +364,20 @@ def test_a_file_that_fits_the_budget_is_whole_in_its_first_prompt(anchored: Prom
         assert built.prefix_line == 0 and built.suffix_text == text[offset:], lines
         longest = length
     assert longest > 0.8 * 600  # texts longer than the prefix's and the context's quantised shares together
+
+
+def test_with_no_section_the_header_lines_take_no_room(anchored: PromptBuilder) -> None:
+    """The repository's name and the file's path are written only around other files' sections: a request with
+    none to choose from gives their room to the code, so a long name cuts no line of the prefix."""
+    text = "".join(f"def function_number_{i}(value):\n    return value * {i} + {i * 7}\n\n\n" for i in range(80))
+    offset = text.index("def function_number_60")
+    short = anchored.build(PromptInput("m.py", text, offset))
+    named = anchored.build(PromptInput("src/a_package/a_module_with_a_long_name.py", text, offset, "a-repository"))
+    assert named.prefix_line == short.prefix_line > 0 and named.token_ids == short.token_ids
+    with_section = anchored.build(
+        PromptInput("src/a_package/a_module_with_a_long_name.py", text, offset, "a-repository", FULL_CONTEXT)
+    )
+    assert with_section.prefix_line > short.prefix_line  # there the header lines are written (and the context)
 
 
 def test_psm_line_writes_what_is_typed_of_the_cursor_s_line_after_the_middle_token_so_typing_keeps_the_suffix(
