@@ -212,9 +212,9 @@ class PromptBuilder:
         budget = self.budget
         offset = max(0, min(request.offset, len(request.text)))
         # the repository format only around other files' sections: with none to choose from, no room for it
-        header = self._header(request.repo_name) if request.snippets else []
-        file_header = [self._special["<|file_sep|>"], *self._encode_cached(request.path + "\n")]
-        file_header = file_header if request.snippets else []
+        framed = bool(request.snippets)
+        header = self._header(request.repo_name) if framed else []
+        file_header = [self._special["<|file_sep|>"], *self._encode_cached(request.path + "\n")] if framed else []
         fixed = len(header) + len(file_header) + 3  # + fim_prefix, fim_suffix, fim_middle
         available = budget.total - fixed
         if available < 0:

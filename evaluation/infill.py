@@ -9,7 +9,8 @@ Each runner takes holes (``evaluation/infill_suites.py``) and returns one :class
   :func:`watch_pause`: it asks for the inline completion at the cursor and asks again on each
   ``lookahead/completionReady`` until the run's stats arrive; one more ask where a completionReady came after
   its last one). The answer is the last item shown, its range applied (the text it inserts at the cursor);
-  its first-answer latency runs from the key to the first answer. Then the file is closed and left on disk,
+  its first-answer latency runs from the key to the first answer, its ``context`` the other files whose sections
+  the run's prompt held (the completion's stats). Then the file is closed and left on disk,
   as a project's files are: one daemon for all holes sees every earlier problem's file (open once, then on
   disk: unrelated context its relevance bar must keep out); with ``fresh``, a new daemon per hole on an empty
   workspace of its own (the issue's "within 1 point of a fresh daemon per document"). A repository's hole
