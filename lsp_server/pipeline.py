@@ -223,8 +223,10 @@ def complete(
         edit = edit_for(doc, offset, decoded.text)
 
     result = decoded.result
-    context = tuple(dict.fromkeys(section.path for section in built.sections))
-    return Completion(snapshot.request_id, snapshot, edit, result.token_ids, result.stats, clock.total(), True, context)
+    files = tuple(dict.fromkeys(section.path for section in built.sections))
+    return Completion(
+        snapshot.request_id, snapshot, edit, result.token_ids, result.stats, clock.total(), context_files=files
+    )
 
 
 def prompt_for(snapshot: Snapshot, engine: CompletionEngine) -> BuiltPrompt:

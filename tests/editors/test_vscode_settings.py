@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import fields
 from typing import Any, Literal, get_args, get_origin, get_type_hints
 
 from lookahead_lsp.decoder.remote import _CHECKS as _REMOTE_CHECKS
 from lookahead_lsp.decoder.remote import PromptFormat
-from lookahead_lsp.lsp_server.config import _SETTINGS, Config
+from lookahead_lsp.lsp_server.config import _SETTINGS, Config, to_settings
 from tests.editors.support import REPO
 
 EXTENSION = REPO / "editors" / "vscode"
@@ -28,19 +27,15 @@ def _sent_keys() -> list[str]:
 def test_every_setting_the_extension_sends_defaults_to_the_daemon_s_own() -> None:
     declared = json.loads((EXTENSION / "package.json").read_text(encoding="utf-8"))
     properties = declared["contributes"]["configuration"]["properties"]
-    defaults = Config()
-    names = {field.name for field in fields(Config)}
+    defaults = to_settings(Config())  # every setting the daemon knows, as it reports them, by its defaults
     keys = _sent_keys()
     assert "tokenBudget" in keys and len(keys) > 10
     for key in keys:
-        assert key in _SETTINGS or key == "remote", f"the extension sends {key!r}, which the daemon does not know"
-        attribute = _SETTINGS[key][0] if key in _SETTINGS else key
-        assert attribute in names
+        assert key in defaults, f"the extension sends {key!r}, which the daemon does not know"
         declaration = properties[f"lookahead.{key}"]
         sent = declaration["default"]
         sent = None if sent == "" else sent  # settings.ts sends an empty string as null
-        own = getattr(defaults, attribute)
-        own = list(own) if isinstance(own, tuple) else own
+        own = defaults[key]
         assert sent == own, f"lookahead.{key}: the extension's default {sent!r}, the daemon's {own!r}"
         if own is None:  # null must be a value the setting may hold, or VS Code flags the default itself
             assert "null" in declaration["type"] or declaration["type"] == "string", key
@@ -51,7 +46,7 @@ def test_the_extension_sends_every_setting_the_daemon_has() -> None:
     declared = json.loads((EXTENSION / "package.json").read_text(encoding="utf-8"))
     properties = declared["contributes"]["configuration"]["properties"]
     hints = get_type_hints(Config)
-    assert set(_sent_keys()) == {*_SETTINGS, "remote"}
+    assert set(_sent_keys()) == set(to_settings(Config()))
     for key, (attribute, _) in _SETTINGS.items():
         allowed = sorted(_literals(hints[attribute]))
         if allowed:
