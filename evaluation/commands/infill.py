@@ -19,8 +19,7 @@ from typing import Any
 
 from lookahead_lsp.evaluation.commands.bench import progress
 from lookahead_lsp.evaluation.infill import model_parts, run_daemon, run_engine, run_raw
-from lookahead_lsp.evaluation.infill_repo import SUITE as REPO_SUITE
-from lookahead_lsp.evaluation.infill_repo import copy_workspace, repo_holes
+from lookahead_lsp.evaluation.infill_repo import CORPUS_SUITES, copy_workspace
 from lookahead_lsp.evaluation.infill_suites import (
     SUITES,
     Answer,
@@ -47,11 +46,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--suite",
         default="humaneval-single",
-        help=f"comma-separated: {', '.join(SUITES)}, {REPO_SUITE} (holes cut from --corpus)",
+        help=f"comma-separated: {', '.join(SUITES)}, {', '.join(CORPUS_SUITES)} (holes cut from --corpus; xfile: "
+        "lines using a name imported from another module, cut before it)",
     )
-    parser.add_argument("--corpus", default=None, metavar="DIR", help="--suite repo: the repository to cut holes from")
-    parser.add_argument("--holes", type=int, default=40, help="--suite repo: holes, half whole lines, half mid-line")
-    parser.add_argument("--seed", type=int, default=0, help="--suite repo: the seed that picks the holes")
+    parser.add_argument(
+        "--corpus", default=None, metavar="DIR", help="--suite repo, xfile: the repository to cut holes from"
+    )
+    parser.add_argument(
+        "--holes", type=int, default=40, help="--suite repo (half whole lines, half mid-line), xfile: holes"
+    )
+    parser.add_argument("--seed", type=int, default=0, help="--suite repo, xfile: the seed that picks the holes")
     parser.add_argument("--model", default="embedded", help="embedded (0.5B) or embedded-1.5b")
     parser.add_argument("--limit", type=int, default=None, metavar="N", help="the first N problems of each suite")
     parser.add_argument(
@@ -118,20 +122,20 @@ def suite_holes(suite: str, args: argparse.Namespace) -> list[InfillHole]:
 
 
 def _all_holes(suite: str, args: argparse.Namespace) -> list[InfillHole]:
-    if suite != REPO_SUITE:
+    if suite not in CORPUS_SUITES:
         return load_suite(suite, args.limit)
     if args.corpus is None:
-        raise UsageError("--suite repo needs --corpus DIR, the repository to cut holes from")
+        raise UsageError(f"--suite {suite} needs --corpus DIR, the repository to cut holes from")
     if args.fresh:
         raise UsageError("--fresh applies to the public suites: a repository's holes share its workspace")
     try:
-        return repo_holes(Corpus.load(args.corpus), args.holes, args.seed)
+        return CORPUS_SUITES[suite](Corpus.load(args.corpus), args.holes, args.seed)
     except (FileNotFoundError, ValueError) as exc:
         raise UsageError(str(exc)) from exc
 
 
 def run(args: argparse.Namespace) -> int:
-    suites = _names(args.suite, (*SUITES, REPO_SUITE), "--suite")
+    suites = _names(args.suite, (*SUITES, *CORPUS_SUITES), "--suite")
     sides = _names(args.sides, SIDES, "--sides")
     try:
         model_parts(args.model)
@@ -140,7 +144,7 @@ def run(args: argparse.Namespace) -> int:
     if args.only is not None and not any(suite_holes(suite, args) for suite in suites):
         raise UsageError(f"--only {args.only!r}: no hole of {', '.join(suites)} has one of these ids")
     for suite in suites:
-        missing = runtime_missing(_all_holes(suite, args)[0].language) if suite != REPO_SUITE else "no tests"
+        missing = "no tests" if suite in CORPUS_SUITES else runtime_missing(_all_holes(suite, args)[0].language)
         if missing:
             progress(f"{suite}: pass@1 not scored ({missing})")
     runs: list[Run] = []
@@ -160,7 +164,7 @@ def run_side(suite: str, side: str, args: argparse.Namespace) -> Run:
     with tempfile.TemporaryDirectory(prefix=f"lookahead-infill-{side}-") as tmp:
         if side == "daemon":
             # named as the project, the same every run: the prompt's `<|repo_name|>` line is the folder's name
-            if suite == REPO_SUITE:
+            if suite in CORPUS_SUITES:
                 workspace = copy_workspace(Corpus.load(args.corpus), Path(tmp) / Path(args.corpus).name)
             else:
                 workspace = Path(tmp) / suite
@@ -235,8 +239,8 @@ def report(runs: list[Run], args: argparse.Namespace) -> str:
         f"## eval infill: {args.model}, {'first ' + str(args.limit) if args.limit else 'all'} problems per suite, "
         f"the middle hole of each"
         + (
-            f"; repo: {args.holes} holes of {args.corpus}, seed {args.seed}"
-            if REPO_SUITE in args.suite.split(",")
+            f"; {args.holes} holes of {args.corpus}, seed {args.seed}"
+            if set(CORPUS_SUITES) & set(args.suite.split(","))
             else ""
         ),
         "",

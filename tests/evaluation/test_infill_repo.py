@@ -3,10 +3,13 @@ a copy of it (the tiny model) without a file on disk changing."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
+from lookahead_lsp.context.imports import file_imports
+from lookahead_lsp.context.languages import detect_language
 from lookahead_lsp.evaluation.infill import raw_window, run_daemon
-from lookahead_lsp.evaluation.infill_repo import copy_workspace, repo_holes
+from lookahead_lsp.evaluation.infill_repo import copy_workspace, repo_holes, xfile_holes
 from lookahead_lsp.evaluation.infill_suites import Answer, from_line_start, load_suite, score_answer
 from lookahead_lsp.evaluation.workloads import Corpus
 
@@ -54,3 +57,18 @@ def test_the_raw_prompt_is_a_window_of_a_long_file_and_a_problem_whole() -> None
     long = repo_holes(Corpus.load(), 2, seed=0)[0]
     before, after = raw_window(long.line_start + "x\n" * 300, long.suffix + "\ny" * 100)
     assert before.count("\n") == 256 and after.count("\n") == 64 and long.suffix.startswith(after[:10])
+
+
+def test_a_cross_file_hole_is_cut_just_before_a_name_its_file_imports_from_another_module() -> None:
+    corpus = Corpus.load()
+    holes = xfile_holes(corpus, 6, seed=0)
+    assert len(holes) == 6 and len({h.id for h in holes}) == 6
+    for hole in holes:
+        assert hole.suite == "xfile" and hole.id.startswith("xfile:") and not hole.multiline
+        assert hole.prefix + hole.middle + hole.suffix == corpus.file(hole.path).text
+        name = re.match(r"[A-Za-z_]\w*", hole.middle)
+        assert name is not None and not re.search(r"[\w.]$", hole.prefix)  # the whole name is the hole's
+        imports = file_imports(hole.prefix + hole.middle + hole.suffix, detect_language(path=hole.path), hole.path)
+        assert name.group() in {*imports.names, *imports.modules}, (hole.id, name.group())
+        assert hole.indent == "" and "\n" not in hole.middle and hole.suffix.startswith("\n")
+    assert set(xfile_holes(corpus, 3, seed=0)) < set(holes)  # a larger count keeps a smaller one's holes
