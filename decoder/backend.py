@@ -68,6 +68,10 @@ class LocalDecoder(Decoder, Protocol):
 
     def reset(self) -> None: ...
 
+    def learned(self) -> object: ...
+
+    def relearn(self, learned: object) -> None: ...
+
 
 class LocalBackend:
     """A decoder of this package (lookahead or greedy) over an in-process model."""
@@ -88,6 +92,13 @@ class LocalBackend:
     def reset(self) -> None:
         """Forget the KV caches: the next prompt is prefilled whole (the benchmarks' cold runs)."""
         self.decoder.reset()
+
+    def learned(self) -> object:
+        """What the decoder has learned from its generations (:meth:`decoder.steps.SlotDecoder.learned`)."""
+        return self.decoder.learned()
+
+    def relearn(self, learned: object) -> None:
+        self.decoder.relearn(learned)
 
     def describe(self) -> None:
         """Nothing beyond the daemon's own description of the model."""

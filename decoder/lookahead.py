@@ -10,6 +10,7 @@ where nothing is likely to match a step is a plain greedy step.
 
 from __future__ import annotations
 
+import copy
 import logging
 import time
 from collections.abc import Sequence
@@ -87,6 +88,22 @@ class LookaheadDecoder(SlotDecoder):
     def generate(self, request: DecodeRequest) -> DecodeResult:
         kv = self.slots.for_prompt(request.slot, request.prompt_ids)
         return drive(self.model, kv, request, lambda gen: _Run(self, request, gen, kv))
+
+    def learned(self) -> object:
+        """Copies of the acceptance estimates and the pass-cost model, the two things generations teach it."""
+        return copy.deepcopy(_Learned(self.acceptance, self.cost))
+
+    def relearn(self, learned: object) -> None:
+        if not isinstance(learned, _Learned):
+            raise TypeError(f"not what LookaheadDecoder.learned returned: {type(learned).__name__}")
+        self.acceptance = copy.deepcopy(learned.acceptance)
+        self.cost = copy.deepcopy(learned.cost)
+
+
+@dataclass(frozen=True)
+class _Learned:
+    acceptance: AcceptanceModel
+    cost: CostModel
 
 
 class _Run:

@@ -242,3 +242,12 @@ class SlotDecoder:
     def reset(self) -> None:
         """Forget every cached prefix: the next call prefills its whole prompt."""
         self.slots.reset()
+
+    def learned(self) -> object:
+        """A copy of what this decoder has learned from its generations, for :meth:`relearn` (nothing here;
+        lookahead: its estimates of drafts and pass costs)."""
+        return None
+
+    def relearn(self, learned: object) -> None:
+        """Back to what :meth:`learned` returned: the benchmarks start a hole's every round from what its first
+        round knew, so that each round is the one a user meets."""

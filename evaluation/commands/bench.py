@@ -83,7 +83,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--repeats",
         type=int,
         default=1,
-        help="decode each hole this many rounds; each configuration keeps its fastest (default: 1)",
+        help="decode each hole this many rounds, each from what the decoders knew before its first (the round a "
+        "user meets); each configuration keeps its fastest (default: 1)",
     )
     parser.add_argument(
         "--peer-threads",

@@ -244,6 +244,31 @@ def test_a_source_out_of_favour_is_verified_again_once_it_proves_right(model):
     assert got.stats.steps < len(want) // 2
 
 
+def test_relearning_starts_a_generation_from_what_the_decoder_knew_before(model):
+    """What one generation teaches (a source proving right) makes the next one faster; :meth:`relearn` takes
+    the decoder back to before it, so a benchmark's repeated round is the first round again, step for step."""
+    prompt = prompts(1, seed=11)[0]
+    want = greedy(model, DecodeRequest(prompt, max_new_tokens=48))
+    decoder = LookaheadDecoder(model, LookaheadConfig(prompt_drafts=False, jacobi=False, verify=1), CPU)
+    record = Draft((0,), "workspace", 4)
+    for _ in range(40):
+        decoder.acceptance.observe(record, offered=4, accepted=0)
+    before = decoder.learned()
+
+    def run() -> list[int]:
+        got = decoder.generate(DecodeRequest(prompt, 48, drafts=[Perturbed(prompt, want, "right")]))
+        assert got.token_ids == want
+        return got.stats.accepted_per_step
+
+    first = run()
+    taught = run()  # the source's record now says it is right: trusted from the first step
+    assert first[0] == 1 and taught[0] > 1 and len(taught) < len(first)
+    decoder.relearn(before)
+    assert run() == first
+    decoder.relearn(before)
+    assert run() == first  # relearn keeps its own copy: the run after it did not change what it goes back to
+
+
 class Counting(Perturbed):
     """A Perturbed source that counts how often it is asked."""
 
