@@ -342,7 +342,8 @@ def run_bench(
         if i == 0:
             warm_up(decoders, inputs.prompt_ids, eos_ids)
         rounds: dict[str, list[DecodeResult]] = {config.name: [] for config in configs}
-        knew = {name: _learned(decoder) for name, decoder in decoders.items()}  # before this hole's first round
+        # what each decoder knew before this hole's first round (read by the later rounds only)
+        knew = {name: _learned(decoder) for name, decoder in decoders.items()} if repeats > 1 else {}
         for round_ in range(max(repeats, 1)):
             for config in configs:
                 request = decode_request(inputs.built, Limits(max_new_tokens, eos_ids), inputs.extra_drafts)

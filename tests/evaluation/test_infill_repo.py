@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from lookahead_lsp.context.imports import file_imports
+from lookahead_lsp.context.imports import IDENTIFIER, file_imports
 from lookahead_lsp.context.languages import detect_language
 from lookahead_lsp.evaluation.infill import raw_window, run_daemon
 from lookahead_lsp.evaluation.infill_repo import copy_workspace, repo_holes, xfile_holes
@@ -65,10 +65,11 @@ def test_a_cross_file_hole_is_cut_just_before_a_name_its_file_imports_from_anoth
     assert len(holes) == 6 and len({h.id for h in holes}) == 6
     for hole in holes:
         assert hole.suite == "xfile" and hole.id.startswith("xfile:") and not hole.multiline
-        assert hole.prefix + hole.middle + hole.suffix == corpus.file(hole.path).text
-        name = re.match(r"[A-Za-z_]\w*", hole.middle)
+        text = corpus.file(hole.path).text
+        assert hole.prefix + hole.middle + hole.suffix == text
+        name = IDENTIFIER.match(hole.middle)
         assert name is not None and not re.search(r"[\w.]$", hole.prefix)  # the whole name is the hole's
-        imports = file_imports(hole.prefix + hole.middle + hole.suffix, detect_language(path=hole.path), hole.path)
+        imports = file_imports(text, detect_language(path=hole.path), hole.path)
         assert name.group() in {*imports.names, *imports.modules}, (hole.id, name.group())
         assert hole.indent == "" and "\n" not in hole.middle and hole.suffix.startswith("\n")
     assert set(xfile_holes(corpus, 3, seed=0)) < set(holes)  # a larger count keeps a smaller one's holes
