@@ -214,16 +214,21 @@ def opens_block(code_before_cursor: str, spec: LanguageSpec) -> bool:
     return False
 
 
-def _is_closed(window: _Window, opener_index: int, rest_of_opener_line: str) -> bool:
-    """Whether the block opened on line ``opener_index`` has its closer after the cursor already.
+def _is_closed(window: _Window, opener_index: int, opener: str, rest_of_opener_line: str) -> bool:
+    """Whether the bracket ``opener`` that ends line ``opener_index``'s code has its closer after the cursor.
 
     The first non-blank line after the opener that is not indented deeper than the opener decides: it closes
-    the block if it starts with a closing bracket. Without such a line before the window ends, it is open.
+    the bracket if it starts, at the opener line's indentation, with the bracket that matches it. A line less
+    indented, or one starting with another closer, closes an outer bracket (``def f(`` above a cursor after
+    ``x: t.Optional[`` before ``) -> None:``): this one is still open. Without such a line before the window
+    ends, it is open.
     """
     if rest_of_opener_line.strip()[:1] in tuple(CLOSERS):
         return True
-    decider = _deciding_line(window, indent_width(window.lines[opener_index]))
-    return decider is not None and decider.strip()[0] in CLOSERS
+    width = indent_width(window.lines[opener_index])
+    decider = _deciding_line(window, width)
+    closer = CLOSERS[OPENERS.index(opener)]
+    return decider is not None and indent_width(decider) == width and decider.strip()[0] == closer
 
 
 def _deciding_line(window: _Window, width: int) -> str | None:
@@ -338,8 +343,9 @@ def _block_shape(
     if opener is not None:
         opener_line = window.lines[opener]
         code = opener_line[: len(opener_line) - len(shape.line_rest)] if opener == window.cursor_index else opener_line
-        if _strip_line_comment(code, spec)[-1:] in tuple(OPENERS):
-            closed = _is_closed(window, opener, shape.line_rest if opener == window.cursor_index else "")
+        last = _strip_line_comment(code, spec)[-1:]
+        if last and last in OPENERS:
+            closed = _is_closed(window, opener, last, shape.line_rest if opener == window.cursor_index else "")
             may_close = 0 if closed else max(1, bracket_balance(code, spec)[1])
     else:  # the cursor on a blank line: blocks above it may be left open
         may_close = unclosed_blocks(window, spec)

@@ -124,6 +124,24 @@ def test_unclosed_brace_block_may_be_closed_by_the_completion() -> None:
     assert shape.kind == "block" and not shape.block_closed and shape.may_close == 1
 
 
+@pytest.mark.parametrize(
+    ("language", "text"),
+    [
+        ("python", "def f(\n    self, node: t.Optional[|\n) -> None:\n    pass\n"),
+        ("java", "class A {\n  void f() {\n    int[] a = new int[] {|\n  }\n}\n"),
+    ],
+)
+def test_a_closer_of_an_outer_bracket_after_the_cursor_leaves_the_cursors_bracket_open(
+    language: str, text: str
+) -> None:
+    """The line after the cursor closes the bracket of the line above (less indented, or another kind): the
+    completion may still close the one the cursor's line opened (``Optional[Node] = None``)."""
+    shape = at(text, language)
+    assert shape.kind == "block" and not shape.block_closed and shape.may_close == 1
+    closed = at(text.replace("|\n", "|\n    ]\n" if language == "python" else "|\n    };\n", 1), language)
+    assert closed.block_closed and closed.may_close == 0
+
+
 def test_autopaired_braces_are_a_block() -> None:
     shape = at("function f() {|}\n", "javascript")
     assert shape.kind == "block" and shape.line_rest == "}" and shape.may_close == 0
