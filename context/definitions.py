@@ -17,7 +17,10 @@ another block, so the prompt's context stays in the KV cache while the user type
    happens);
 3. in Go and Java, names the region uses that the file neither defines nor imports, defined in another file
    of the same directory (a package shares its names without imports); in C and C++, those defined in a
-   header the file includes.
+   header the file includes;
+4. names the file imports and uses outside the region, nearest use first: the file's own vocabulary from
+   other modules, which the line being written often reaches for before it is in view (``isatty(sys.stdout)``
+   a few screens below the file's other ``isatty`` call).
 
 Each name resolves to the workspace definitions of that name whose file matches the module it is imported
 from (the longest run of the module's path parts that ends the file's path, a package's ``__init__``/``mod``/
@@ -36,10 +39,11 @@ at its indentation above unrelated code it reads as broken code, and its names a
 
 from __future__ import annotations
 
+import functools
 import re
 import threading
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from lookahead_lsp.context.imports import IDENTIFIER, FileImports, Statement, file_imports, imported_uses
@@ -182,7 +186,7 @@ def definitions_at(
     region_start, region_end, cursor_line = _region(text, offset)
     region = text[region_start:region_end]
     first_region_line = text.count("\n", 0, region_start)
-    wanted = _wanted(text, region, first_region_line, cursor_line, imports, language)
+    wanted = _wanted(text, region, first_region_line, cursor_line, imports, language, table.has_module)
     directory = _path_parts(path)[:-1]
     chosen: dict[tuple[str, str], tuple[int, _Entry]] = {}
     for rank, want in enumerate(sorted(wanted, key=lambda w: (w.tier, w.distance, w.name))):
@@ -221,8 +225,11 @@ def _wanted(
     cursor_line: int,
     imports: FileImports,
     language: LanguageSpec,
+    in_workspace: Callable[[Sequence[str]], bool],
 ) -> list[_Wanted]:
-    """The names to look up, with their tier (the module docstring) and distance from the cursor."""
+    """The names to look up, with their tier (the module docstring) and distance from the cursor;
+    ``in_workspace``: whether a module may be the workspace's (the names of others are looked up in the region
+    only)."""
     nearest: dict[str, int] = {}
     wanted: list[_Wanted] = []
     for number, line in enumerate(region.split("\n"), first_region_line):
@@ -231,21 +238,50 @@ def _wanted(
             nearest[name] = min(distance, nearest.get(name, distance))
         wanted.extend(_Wanted(use.name, use.module, 0, distance) for use in imported_uses(line, imports))
     statement_lines = {n for s in imports.statements for n in range(s.start, s.end)}
-    uses = Counter(
-        name
-        for number, line in enumerate(text.split("\n"))
-        if number not in statement_lines
-        for name in IDENTIFIER.findall(line)
-    )
-    for local, imported in imports.names.items():
-        if uses[local] == 0:
-            wanted.append(_Wanted(imported.name, imported.module, 1, 1 << 20))
+    region_lines = range(first_region_line, first_region_line + region.count("\n") + 1)
+    where = _name_lines(text, imports.names.keys() | imports.modules.keys(), statement_lines)
+    ours = {local for local, bound in imports.names.items() if in_workspace(bound.module)}
+    ours |= {local for local, module in imports.modules.items() if in_workspace(module)}
+    lines = text.split("\n")
+    elsewhere: dict[tuple[str, tuple[str, ...]], int] = {}  # imported uses outside the region: nearest line
+    for number in sorted({n for local in ours for n in where.get(local, ()) if n not in region_lines}):
+        for use in imported_uses(lines[number], imports):
+            key, distance = (use.name, use.module), abs(number - cursor_line)
+            elsewhere[key] = min(distance, elsewhere.get(key, distance))
+    for local, bound in imports.names.items():
+        if local not in where:
+            wanted.append(_Wanted(bound.name, bound.module, 1, 1 << 20))
+    wanted.extend(_Wanted(name, module, 3, distance) for (name, module), distance in elsewhere.items())
     if language.name in _SAME_DIRECTORY or imports.includes:
         defined = {d.name for d in definitions(text, language)} if nearest else set()
         for name, distance in nearest.items():
             if name not in imports.names and name not in defined:
                 wanted.append(_Wanted(name, None, 2, distance))
     return wanted
+
+
+@functools.lru_cache(maxsize=64)
+def _names_pattern(names: frozenset[str]) -> re.Pattern[str]:
+    """Any of ``names`` as a whole identifier (a class of their first characters first: the scan skips on)."""
+    alternatives = "|".join(sorted(map(re.escape, names), key=len, reverse=True))
+    first = "".join(sorted({re.escape(name[0]) for name in names}))
+    return re.compile(rf"(?<![\w$])(?=[{first}])(?:{alternatives})(?![\w$])")
+
+
+def _name_lines(text: str, names: Iterable[str], skip: set[int]) -> dict[str, list[int]]:
+    """The lines (0-based, ascending) where each of ``names`` occurs as a whole identifier, ``skip`` left out;
+    a name that occurs nowhere else is not a key."""
+    found: dict[str, list[int]] = {}
+    wanted = frozenset(names)
+    if not wanted:
+        return found
+    line = at = 0
+    for match in _names_pattern(wanted).finditer(text):
+        line += text.count("\n", at, match.start())
+        at = match.start()
+        if line not in skip:
+            found.setdefault(match.group(0), []).append(line)
+    return found
 
 
 def _sections(chosen: dict[tuple[str, str], tuple[int, _Entry]]) -> list[Snippet]:

@@ -293,15 +293,17 @@ def imported_uses(line: str, imports: FileImports) -> Iterator[Use]:
     skipped: a member of something else (``self.command``), a name the line binds (``command = ...``,
     ``f(command=1)``; an annotation ``x: Command = ...`` is a use) or defines (``def command(``)."""
     for match in IDENTIFIER.finditer(line):
+        imported = imports.names.get(match.group(0))
+        module = imports.modules.get(match.group(0))
+        if imported is None and module is None:
+            continue
         before, after = line[: match.start()].rstrip(), line[match.end() :]
         if before.endswith((".", "::", "->")) or _DEFINED_BEFORE.search(before):
             continue
         if _BOUND_AFTER.match(after) and not before.endswith(":"):
             continue
-        imported = imports.names.get(match.group(0))
         if imported is not None:
             yield Use(match.start(), imported.name, imported.module)
-        module = imports.modules.get(match.group(0))
         member = _MEMBER.match(after)
         if module is not None and member is not None:
             yield Use(match.start(), member.group(1), module)

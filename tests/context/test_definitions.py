@@ -63,6 +63,22 @@ def test_imported_names_resolve_to_their_module_and_the_unused_import_comes_too(
     assert [s.local for s in imports.statements] == [False, True, True, False]
 
 
+def test_a_name_the_file_uses_far_from_the_cursor_comes_after_those_the_cursor_uses() -> None:
+    """``echo`` is imported and called a screen above the cursor's region: its definition comes too (the file's
+    vocabulary from other modules), ranked after ``UsageError``, which the cursor's lines use."""
+    text = (
+        "import os\nfrom .utils import echo\nfrom .exceptions import UsageError\n\n\n"
+        "def report(message):\n    echo(os.sep + message)\n\n\n"
+        + "".join(f"def helper_{i}(value):\n    return value + {i}\n\n\n" for i in range(40))
+        + "def parse(args: list[str]) -> None:\n    if not args:\n        raise UsageError('no args')\n    "
+    )
+    sections, _ = definitions_at(table_of(WORKSPACE), "src/click/core.py", text, len(text))
+    by_path = {s.path: s for s in sections}
+    assert set(by_path) == {"src/click/exceptions.py", "src/click/utils.py"}
+    assert "def echo(message: str, err: bool = False) -> None:" in by_path["src/click/utils.py"].text
+    assert by_path["src/click/exceptions.py"].score > by_path["src/click/utils.py"].score
+
+
 def test_the_table_follows_edits_and_removals() -> None:
     table = table_of(WORKSPACE)
     assert not table.update("src/click/utils.py", UTILS)  # the same text: nothing changed
