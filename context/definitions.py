@@ -12,7 +12,8 @@ another block, so the prompt's context stays in the KV cache while the user type
 
 1. names the file imports that the region uses, and attributes of imported modules the region uses
    (``exc.FileError``), as ``context/imports.py`` ``imported_uses`` finds them (a local ``command = ...`` is not
-   the imported ``command``): what the cursor's code calls;
+   the imported ``command``, nor is a parameter of the cursor's function spelled like it: ``context/scopes.py``):
+   what the cursor's code calls;
 2. names the file imports and does not use yet anywhere (imported to be used: a completion is where that
    happens);
 3. in Go and Java, names the region uses that the file neither defines nor imports, defined in another file
@@ -48,6 +49,7 @@ from dataclasses import dataclass, replace
 
 from lookahead_lsp.context.imports import IDENTIFIER, FileImports, Statement, file_imports, imported_uses
 from lookahead_lsp.context.languages import LanguageSpec, detect_language
+from lookahead_lsp.context.scopes import bound_at
 from lookahead_lsp.context.snippets import QUERY_LINES, Snippet, SnippetIndex
 from lookahead_lsp.context.symbols import Definition, definitions
 
@@ -186,7 +188,8 @@ def definitions_at(
     region_start, region_end, cursor_line = _region(text, offset)
     region = text[region_start:region_end]
     first_region_line = text.count("\n", 0, region_start)
-    wanted = _wanted(text, region, first_region_line, cursor_line, imports, language, table.has_module)
+    bound = bound_at(text, offset, language)
+    wanted = _wanted(text, region, first_region_line, cursor_line, imports, language, bound, table.has_module)
     directory = _path_parts(path)[:-1]
     chosen: dict[tuple[str, str], tuple[int, _Entry]] = {}
     for rank, want in enumerate(sorted(wanted, key=lambda w: (w.tier, w.distance, w.name))):
@@ -225,22 +228,24 @@ def _wanted(
     cursor_line: int,
     imports: FileImports,
     language: LanguageSpec,
+    bound: frozenset[str],
     in_workspace: Callable[[Sequence[str]], bool],
 ) -> list[_Wanted]:
-    """The names to look up, with their tier (the module docstring) and distance from the cursor;
-    ``in_workspace``: whether a module may be the workspace's (the names of others are looked up in the region
-    only)."""
+    """The names to look up, with their tier (the module docstring) and distance from the cursor; ``bound``: the
+    names the cursor's function binds itself (``context/scopes.py``), which in the region are not the imports
+    spelled like them; ``in_workspace``: whether a module may be the workspace's (the names of others are looked
+    up in the region only)."""
     nearest: dict[str, int] = {}
     wanted: list[_Wanted] = []
     for number, line in enumerate(region.split("\n"), first_region_line):
         distance = abs(number - cursor_line)
         for name in IDENTIFIER.findall(line):
             nearest[name] = min(distance, nearest.get(name, distance))
-        wanted.extend(_Wanted(use.name, use.module, 0, distance) for use in imported_uses(line, imports))
+        wanted.extend(_Wanted(use.name, use.module, 0, distance) for use in imported_uses(line, imports, bound))
     statement_lines = {n for s in imports.statements for n in range(s.start, s.end)}
     region_lines = range(first_region_line, first_region_line + region.count("\n") + 1)
     where = _name_lines(text, imports.names.keys() | imports.modules.keys(), statement_lines)
-    ours = {local for local, bound in imports.names.items() if in_workspace(bound.module)}
+    ours = {local for local, imported in imports.names.items() if in_workspace(imported.module)}
     ours |= {local for local, module in imports.modules.items() if in_workspace(module)}
     lines = text.split("\n")
     elsewhere: dict[tuple[str, tuple[str, ...]], int] = {}  # imported uses outside the region: nearest line
@@ -248,9 +253,9 @@ def _wanted(
         for use in imported_uses(lines[number], imports):
             key, distance = (use.name, use.module), abs(number - cursor_line)
             elsewhere[key] = min(distance, elsewhere.get(key, distance))
-    for local, bound in imports.names.items():
+    for local, imported in imports.names.items():
         if local not in where:
-            wanted.append(_Wanted(bound.name, bound.module, 1, 1 << 20))
+            wanted.append(_Wanted(imported.name, imported.module, 1, 1 << 20))
     wanted.extend(_Wanted(name, module, 3, distance) for (name, module), distance in elsewhere.items())
     if language.name in _SAME_DIRECTORY or imports.includes:
         defined = {d.name for d in definitions(text, language)} if nearest else set()

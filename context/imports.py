@@ -287,12 +287,15 @@ _BOUND_AFTER = re.compile(r"\s*=(?![=>])")  # ``command = ...``, a keyword argum
 _DEFINED_BEFORE = re.compile(r"(?:^|\W)(?:def|class|function|fn|func|struct|interface|enum|trait)$")
 
 
-def imported_uses(line: str, imports: FileImports) -> Iterator[Use]:
+def imported_uses(line: str, imports: FileImports, bound: frozenset[str] = frozenset()) -> Iterator[Use]:
     """Where ``line`` uses a name the file imports (``BadArgumentUsage(``), or a member of a module it imports
     (``exc.FileError``: the name ``FileError``), left to right. A same-spelled name that is not the import is
     skipped: a member of something else (``self.command``), a name the line binds (``command = ...``,
-    ``f(command=1)``; an annotation ``x: Command = ...`` is a use) or defines (``def command(``)."""
+    ``f(command=1)``; an annotation ``x: Command = ...`` is a use) or defines (``def command(``), and one of
+    ``bound``, the names the line's function binds itself (``context/scopes.py``: a parameter ``prompt``)."""
     for match in IDENTIFIER.finditer(line):
+        if match.group(0) in bound:
+            continue
         imported = imports.names.get(match.group(0))
         module = imports.modules.get(match.group(0))
         if imported is None and module is None:

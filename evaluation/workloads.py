@@ -32,12 +32,14 @@ import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
+from functools import partial
 from importlib import metadata
 from pathlib import Path
 
 from lookahead_lsp.context.definitions import SymbolTable
 from lookahead_lsp.context.imports import FileImports, file_imports, imported_uses
 from lookahead_lsp.context.languages import detect_language, get_parser
+from lookahead_lsp.context.scopes import bound_at
 
 WORKLOADS = ("fim", "repo", "none", "midline", "block", "xfile")
 DEFAULT_CORPUS_PACKAGE = "pathspec"
@@ -505,13 +507,16 @@ def block_holes(corpus: Corpus, count: int, rng: random.Random) -> list[Hole]:
 
 def xfile_spans(corpus: Corpus) -> list[_Span]:
     """Every line that uses an imported name defined in another corpus file: cut before its first such name
-    (``before-name``) and from its indentation (``empty-line``); lines of at most MAX_XFILE_LINE characters."""
+    (``before-name``) and from its indentation (``empty-line``); lines of at most MAX_XFILE_LINE characters. A
+    name the line's function binds itself (a parameter ``prompt`` where the file imports ``prompt``) is not a use
+    of the import."""
     table = SymbolTable()
     for f in corpus.files:
         table.update(f.path, f.text)
     spans: list[_Span] = []
     for f in corpus.files:
-        imports = file_imports(f.text, detect_language(path=f.path), f.path)
+        language = detect_language(path=f.path)
+        imports = file_imports(f.text, language, f.path)
         if not imports.names and not imports.modules:
             continue
         skip = {n for s in imports.statements for n in range(s.start, s.end)}
@@ -521,9 +526,10 @@ def xfile_spans(corpus: Corpus) -> list[_Span]:
             end = start + len(line)
             code = line.strip()
             if number not in skip and 0 < len(code) <= MAX_XFILE_LINE and not code.startswith(_COMMENTS):
-                first = _first_imported_use(line, imports, table, f.path)
+                indent = len(line) - len(line.lstrip())
+                bound = partial(bound_at, f.text, end, language)  # the line whole: a def line binds its own
+                first = _first_imported_use(line, imports, table, f.path, bound)
                 if first is not None and code_at(start + first):
-                    indent = len(line) - len(line.lstrip())
                     spans.append(_Span(f.path, start + first, end, "before-name"))
                     if indent:
                         spans.append(_Span(f.path, start + indent, end, "empty-line"))
@@ -556,10 +562,15 @@ def _code_positions(f: SourceFile) -> Callable[[int], bool]:
     return is_code
 
 
-def _first_imported_use(line: str, imports: FileImports, table: SymbolTable, path: str) -> int | None:
+def _first_imported_use(
+    line: str, imports: FileImports, table: SymbolTable, path: str, bound: Callable[[], frozenset[str]]
+) -> int | None:
     """The column of the first use on ``line`` of an imported name (``context/imports.py``) that resolves to a
-    definition in another file of the corpus."""
-    for use in imported_uses(line, imports):
+    definition in another file of the corpus; ``bound``: the names the line's function binds itself (a parameter
+    spelled like an import is not a use of it), asked only of a line that has a candidate."""
+    if not any(table.resolve(use.name, use.module, path) for use in imported_uses(line, imports)):
+        return None
+    for use in imported_uses(line, imports, bound()):
         if table.resolve(use.name, use.module, path):
             return use.column
     return None

@@ -139,3 +139,14 @@ def test_no_import_head_when_the_cursor_is_among_the_imports(tokenizer: Any) -> 
         PromptInput("pkg/__init__.py", text, len(text), imports=context.imports)
     )
     assert built.prefix_line > 0 and built.counts["imports"] == 0
+
+
+def test_a_parameter_spelled_like_an_import_is_not_a_use_of_it() -> None:
+    """``def validate(self, echo)`` binds its own ``echo``: the cursor's ``if echo`` reads the parameter, so
+    utils' ``echo`` is not wanted for it, while ``UsageError``, the import the function does use, is."""
+    text = (
+        "from .utils import echo\nfrom .exceptions import UsageError\n\n\n"
+        "def validate(self, echo: bool) -> None:\n    if not echo:\n        raise UsageError('x')\n    if echo"
+    )
+    sections, _ = definitions_at(table_of(WORKSPACE), "src/click/core.py", text, len(text))
+    assert {s.path for s in sections} == {"src/click/exceptions.py"}

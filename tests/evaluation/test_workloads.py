@@ -136,3 +136,18 @@ def test_any_directory_works_and_non_python_files_are_cut_by_lines(tmp_path: Pat
 def test_unknown_workload_is_an_error(corpus: Corpus) -> None:
     with pytest.raises(ValueError, match="unknown workload"):
         make_holes(corpus, "bogus", 1)
+
+
+def test_a_cross_file_hole_is_never_cut_at_a_parameter_spelled_like_an_import(tmp_path: Path) -> None:
+    """core.py imports ``prompt`` from termui.py; ``ask`` calls it, ``validate`` has a parameter ``prompt``:
+    only ``ask``'s line is a use of the other module's name."""
+    (tmp_path / "termui.py").write_text("def prompt(text: str) -> str:\n    return input(text)\n")
+    (tmp_path / "core.py").write_text(
+        "from .termui import prompt\n\n\n"
+        "def ask(name: str) -> str:\n    return prompt(name)\n\n\n"
+        "def validate(deprecated: bool, prompt: bool) -> None:\n"
+        "    if deprecated and prompt:\n        raise ValueError\n"
+    )
+    holes = make_holes(Corpus.load(tmp_path), "xfile", 10, seed=0)
+    lines = {h.prefix.rsplit("\n", 1)[-1] + h.middle for h in holes}
+    assert lines == {"    return prompt(name)"}  # neither validate's header nor its ``if``
