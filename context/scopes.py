@@ -11,9 +11,8 @@ the cursor that start with ``def`` or ``async def`` at a smaller indentation tha
 that starts with a closing bracket continues its statement: ``) -> None:`` is not less indented); their
 parameters (the names before ``:``, ``=`` or ``,`` at the parameter list's own bracket depth, ``*`` and
 ``**`` dropped; on a ``def`` line itself, those before the cursor), and what the function's lines above the
-cursor assign (``name = ...``, ``name: T = ...``,
-``for name in``, ``with ... as name``, ``except ... as name``). Other languages: no names (their imports are
-rarely spelled like a parameter; see the issue's evidence).
+cursor assign (``name = ...``, ``name: T = ...``, ``for name in``, ``with ... as name``, ``except ... as name``).
+Other languages: no names (their imports are rarely spelled like a parameter).
 """
 
 from __future__ import annotations
@@ -34,7 +33,9 @@ def bound_at(text: str, offset: int, language: LanguageSpec) -> frozenset[str]:
     """The names the functions around ``offset`` of ``text`` bind before it (the module docstring)."""
     if language.name != "python":
         return frozenset()
-    lines = text[:offset].split("\n")
+    # the cursor's line and the MAX_LINES_UP above it (lines[0] is the rest of the file, never read): a whole-file
+    # split here would cost the cross-file workload a pass over the file for every line it asks about
+    lines = text[:offset].rsplit("\n", MAX_LINES_UP + 1)
     current = lines[-1]
     indent = _indent(current) if current.strip() else len(current)
     names: set[str] = set(_parameters(lines, len(lines) - 1)) if _HEADER.match(current.strip()) else set()
