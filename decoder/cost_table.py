@@ -31,7 +31,9 @@ from lookahead_lsp.decoder.weights.cache import write_json
 
 log = logging.getLogger(__name__)
 
-VERSION = 1  # of the file's layout and of how it is measured: a new one measures again
+# of the file's layout and of how it is measured: a new one measures again (2: the stored one-token time stays the
+# timed one; version 1 wrote back the live mean, which a busy run raised and the next process took as quiet)
+VERSION = 2
 SIZES = (1, 2, 3, 4, 5, 6, 8, 12, 16)  # tokens per timed pass
 ROUNDS = 3  # interleaved rounds; each size keeps its fastest
 ATTEMPTS = 3  # at most this many times ROUNDS where the timing is implausible (measure)
@@ -135,13 +137,15 @@ def load(path: Path) -> CostModel | None:
     return CostModel(points, one_token_seconds=float(base) if base else None)
 
 
-def save(path: Path, cost: CostModel) -> None:
-    """Write ``cost``'s current table (its live corrections folded in) to ``path``, whole or not at all; a
-    failure is logged, never raised (the table is only an optimisation)."""
+def save(path: Path, cost: CostModel, one_token_seconds: float | None = None) -> None:
+    """Write ``cost``'s current table (its live corrections folded in) to ``path``, whole or not at all, with
+    ``one_token_seconds`` (default: the table's own base) as the time of a one-token pass on this machine at
+    rest; a failure is logged, never raised (the table is only an optimisation)."""
+    base = cost.one_token_seconds if one_token_seconds is None else one_token_seconds
     data = {
         "version": VERSION,
         "points": [[n, round(c, 4)] for n, c in cost.current()],
-        "one_token_seconds": cost.one_token_seconds,
+        "one_token_seconds": base,
         "saved": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     write_json(path, data, "the pass-cost table")
@@ -215,12 +219,15 @@ LOADED = 1.5  # a live one-token pass this many times the table's own: the machi
 
 def _writer(path: Path, quiet_seconds: float | None) -> Callable[[CostModel], None]:
     """Writes the live table back, unless it is implausible or its passes ran on a machine busier than the one
-    the table was timed on (a one-token pass ``LOADED`` times slower): load makes every ratio noise."""
+    the table was timed on (a one-token pass ``LOADED`` times slower): load makes every ratio noise. The stored
+    one-token time stays ``quiet_seconds``, the timed one: the live mean follows this process's load, and a
+    base stored too high makes every wider pass look cheap to the next process, which then verifies drafts at
+    nearly every step and so seldom times the one-token pass that would correct it."""
 
     def write(cost: CostModel) -> None:
         busy = quiet_seconds and cost.one_token_seconds and cost.one_token_seconds > LOADED * quiet_seconds
         if not busy and not implausible(CostModel(cost.current())):
-            save(path, cost)
+            save(path, cost, quiet_seconds)
 
     return write
 

@@ -209,24 +209,31 @@ class _Run:
 
     # --- one step -------------------------------------------------------------------------------------
     def step(self) -> list[int]:
-        """One forward pass; returns the new tokens it produced (accepted drafts plus the model's next token)."""
+        """One forward pass; returns the new tokens it produced (accepted drafts plus the model's next token).
+
+        The pass's own time corrects the cost table (what a pass of its size costs); the whole step's time,
+        drafting and bookkeeping included, is what the risk budget is charged, against a one-token pass: the
+        greedy decoder's step is that pass alone, so time spent looking for drafts that were not worth a
+        wider pass counts as lost to it."""
         gen, kv = self.gen, self.kv
         current = gen.tokens[-1]
         g = self.g
-        started = time.perf_counter()  # the step's whole time is its cost: drafting and verifying are not free
+        started = time.perf_counter()
         allowance = self.risk.allowance()
         found = self.drafts(allowance)
         cost = self.d.cost
         selection = select(found, self.d.acceptance, cost, self.max_tokens, g, allowance)
         if not selection.drafts and not self.chains:  # nothing worth verifying: the greedy decoder's step
+            passing = time.perf_counter()
             token = plain_step(self.d.model, kv, gen)
-            cost.observe(1, time.perf_counter() - started)
-            self.risk.spent(1.0, 1)
+            cost.observe(1, time.perf_counter() - passing)
             self._shadow(found, [])
+            self.risk.spent(cost.charged(1, time.perf_counter() - started), 1)
             return [token]
         ranked = sorted(zip(selection.drafts, selection.probs, strict=True), key=lambda dp: -sum(dp[1]))
         tree = build_tree(current, [(d.tokens, d.source, p) for d, p in ranked])
         start = kv.cache.get_seq_length()
+        passing = time.perf_counter()
         if len(tree) == 1:
             logits = forward(self.d.model, kv, [current], between_layers=gen.between_layers)
         else:
@@ -236,12 +243,11 @@ class _Run:
         path, bonus = verify(tree, logits, lambda lg, toks: pick(lg, gen.allowed(toks)))
         accepted = [tree.tokens[i] for i in path]
         kv.keep_selected(start, [0, *path], [current, *accepted])
-        took = time.perf_counter() - started  # verify waited for the device
-        cost.observe(len(tree), took)
-        self.risk.spent(cost.charged(len(tree), took), len(accepted) + 1)
+        cost.observe(len(tree), time.perf_counter() - passing)  # verify waited for the device
         self._record(tree, [d for d, _ in ranked], accepted)
         self._shadow(found, selection.drafts)
         self._advance_chains(tree, logits, len(accepted))
+        self.risk.spent(cost.charged(len(tree), time.perf_counter() - started), len(accepted) + 1)
         return [*accepted, bonus]
 
     def _record(self, tree: TokenTree, drafts: Sequence[Draft], accepted: Sequence[int]) -> None:

@@ -73,8 +73,10 @@ class CostModel:
     adaptive: bool = True  # False: :meth:`observe` changes nothing (a fixed table, as tests want)
     # called with this table every PERSIST_EVERY live passes (decoder/cost_table.py writes it back to its file)
     persist: Callable[[CostModel], None] | None = field(default=None, repr=False, compare=False)
-    _changes: int = field(default=0, repr=False, compare=False)  # counts the live corrections (keys the memo)
+    _passes: int = field(default=0, repr=False, compare=False)  # live passes observed (paces the persist)
+    _changes: int = field(default=0, repr=False, compare=False)  # counts the changes of levels (keys the memos)
     _costs: tuple[tuple[int, int], list[float]] | None = field(default=None, repr=False, compare=False)
+    _break_even: tuple[tuple[int, int], float] | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if len(self.levels) != len(self.points):
@@ -98,8 +100,8 @@ class CostModel:
         passes of that size, the shape the others show is kept, and a pass stalled by other work moves little."""
         if not self.adaptive:
             return
-        self._changes += 1
-        if self.persist is not None and self._changes % PERSIST_EVERY == 0:
+        self._passes += 1
+        if self.persist is not None and self._passes % PERSIST_EVERY == 0:
             self.persist(self)
         if n <= 1:
             base = self.one_token_seconds
@@ -108,6 +110,7 @@ class CostModel:
         if not self.one_token_seconds:
             return
         ratio = _capped(seconds / self.one_token_seconds / self.interpolated(n))
+        self._changes += 1  # the one-token base is not in the table: only this changes what the memos hold
         for i, share in self._bracket(n):
             moved = self.levels[i] * (1.0 + weight * share * (ratio - 1.0))
             self.levels[i] = min(3.0, max(0.33, moved))
@@ -196,9 +199,12 @@ class CostModel:
         of n + 1 tokens commits at most 1 + n q of them; it beats a one-token pass only where
         q > (cost(n + 1) - 1) / n for some n. Drafts all at or below this floor need not be ranked (and a
         source whose drafts cannot rise above it need not be asked)."""
-        costs = self.costs(n_max + 1)
-        one = self.interpolated(1)
-        return max(0.0, min((costs[n + 1] - one) / n for n in range(1, n_max + 1)))
+        key = (self._changes, n_max)
+        if self._break_even is None or self._break_even[0] != key:
+            costs = self.costs(n_max + 1)
+            one = self.interpolated(1)
+            self._break_even = (key, max(0.0, min((costs[n + 1] - one) / n for n in range(1, n_max + 1))))
+        return self._break_even[1]
 
     def blended(self, prior: CostModel, share: float | None = None) -> CostModel:
         """This table (a start-up timing) pulled towards ``prior`` (the device's default table) by ``share``.

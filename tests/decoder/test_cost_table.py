@@ -112,3 +112,19 @@ def test_live_passes_on_a_busier_machine_are_not_written_back(cache: Path) -> No
         cost.observe(8, 0.025)
     stored = cost_table.load(path)
     assert stored is not None and stored.interpolated(8) == pytest.approx(2.5, rel=0.1)
+
+
+def test_the_stored_one_token_time_stays_the_timed_one(cache: Path) -> None:
+    """A run whose one-token passes are a little slower than when the table was timed (not enough to count as
+    busy) writes its table back, but not its one-token time: stored, that time would be the next process's idea
+    of a quiet pass, every wider pass would look cheaper to it, and the next busy run would raise it again."""
+    model = make_tiny_qwen2(dtype=torch.float32)
+    path = cost_table.table_path(model)
+    cost = cost_table.machine_cost(model, lambda m: CostModel(((1, 1.0), (8, 2.0)), one_token_seconds=0.01))
+    for _ in range(PERSIST_EVERY * 4):
+        cost.observe(1, 0.013)
+        cost.observe(8, 0.026)
+    assert cost.one_token_seconds == pytest.approx(0.013, rel=0.02)
+    stored = cost_table.load(path)
+    assert stored is not None and stored.one_token_seconds == 0.01
+    assert stored.interpolated(8) == pytest.approx(2.0, rel=0.05)
