@@ -87,7 +87,10 @@ class LookaheadDecoder(SlotDecoder):
 
     def generate(self, request: DecodeRequest) -> DecodeResult:
         kv = self.slots.for_prompt(request.slot, request.prompt_ids)
-        return drive(self.model, kv, request, lambda gen: _Run(self, request, gen, kv))
+        try:
+            return drive(self.model, kv, request, lambda gen: _Run(self, request, gen, kv))
+        finally:
+            self.cost.flush()  # the corrected table to its file, outside the timed steps
 
     def learned(self) -> object:
         """Copies of the acceptance estimates and the pass-cost model, the two things generations teach it."""

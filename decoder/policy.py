@@ -71,9 +71,11 @@ class CostModel:
     levels: list[float] = field(default_factory=list)  # live correction per timed size: observed / table
     one_token_seconds: float | None = None  # running mean of observed one-token passes
     adaptive: bool = True  # False: :meth:`observe` changes nothing (a fixed table, as tests want)
-    # called with this table every PERSIST_EVERY live passes (decoder/cost_table.py writes it back to its file)
+    # called with this table by the first :meth:`flush` after every PERSIST_EVERY live passes (decoder/cost_table.py
+    # writes it back to its file): at the end of a generation, not inside one of its timed steps
     persist: Callable[[CostModel], None] | None = field(default=None, repr=False, compare=False)
     _passes: int = field(default=0, repr=False, compare=False)  # live passes observed (paces the persist)
+    _due: bool = field(default=False, repr=False, compare=False)  # PERSIST_EVERY passes since the last write
     _changes: int = field(default=0, repr=False, compare=False)  # counts the changes of levels (keys the memos)
     _costs: tuple[tuple[int, int], list[float]] | None = field(default=None, repr=False, compare=False)
     _break_even: tuple[tuple[int, int], float] | None = field(default=None, repr=False, compare=False)
@@ -101,8 +103,7 @@ class CostModel:
         if not self.adaptive:
             return
         self._passes += 1
-        if self.persist is not None and self._passes % PERSIST_EVERY == 0:
-            self.persist(self)
+        self._due = self._due or self._passes % PERSIST_EVERY == 0
         if n <= 1:
             base = self.one_token_seconds
             self.one_token_seconds = seconds if not base else base + weight * (_capped(seconds / base) - 1) * base
@@ -114,6 +115,12 @@ class CostModel:
         for i, share in self._bracket(n):
             moved = self.levels[i] * (1.0 + weight * share * (ratio - 1.0))
             self.levels[i] = min(3.0, max(0.33, moved))
+
+    def flush(self) -> None:
+        """Hand the table to ``persist`` if PERSIST_EVERY live passes have run since it last did."""
+        if self._due and self.persist is not None:
+            self.persist(self)
+        self._due = False
 
     def current(self) -> tuple[tuple[int, float], ...]:
         """The timed sizes with their live corrections folded in: the table as the passes have shown it."""
@@ -159,10 +166,11 @@ class CostModel:
         return self.interpolated(self.pass_size(n))
 
     def charged(self, n: int, seconds: float) -> float:
-        """What a pass of ``n`` tokens that took ``seconds`` (its step's whole time) costs a generation's
-        :class:`RiskBudget`, in one-token passes: the table's cost, or the time it took where that is more (a
-        table timed under other load can rate wide passes too cheap, and the budget must hold whatever the
-        estimates say), one stalled pass counting at most ``OBSERVED_RATIO_CAP`` times the table's cost."""
+        """What a step whose pass held ``n`` tokens and which took ``seconds`` (the whole step: drafting included)
+        costs a generation's :class:`RiskBudget`, in one-token passes: the table's cost, or the time it took where
+        that is more (a table timed under other load can rate wide passes too cheap, and the budget must hold
+        whatever the estimates say), one stalled pass counting at most ``OBSERVED_RATIO_CAP`` times the table's
+        cost."""
         table = self.interpolated(n)
         if not self.one_token_seconds:
             return table

@@ -8,7 +8,9 @@ import pytest
 import torch
 
 from lookahead_lsp.decoder import cost_table
+from lookahead_lsp.decoder.lookahead import LookaheadDecoder
 from lookahead_lsp.decoder.policy import PERSIST_EVERY, CostModel
+from lookahead_lsp.decoder.types import DecodeRequest
 from lookahead_lsp.decoder.weights.cache import CACHE_ENV
 from tests.tiny_model import make_tiny_qwen2
 
@@ -38,10 +40,12 @@ def test_measured_once_then_read_back_and_refreshed_by_live_passes(cache: Path) 
     again = cost_table.machine_cost(model, measure)  # a new process: read, not measured
     assert measured == [1]
     assert [c for _, c in again.points] == pytest.approx([c for _, c in first.points], rel=1e-3)
-    # live passes: an 8-token pass at 3x a one-token pass is written back within PERSIST_EVERY passes
+    # live passes: an 8-token pass at 3x a one-token pass is written back at the end of the generation in which
+    # the PERSIST_EVERY-th pass ran
     for _ in range(PERSIST_EVERY):
         again.observe(1, 0.010)
         again.observe(8, 0.030)
+        again.flush()  # a generation's end
     stored = cost_table.load(path)
     assert stored is not None and stored.interpolated(8) == pytest.approx(again.interpolated(8), rel=0.05)
     assert abs(stored.interpolated(8) - 3.0) < abs(first.interpolated(8) - 3.0)
@@ -105,11 +109,13 @@ def test_live_passes_on_a_busier_machine_are_not_written_back(cache: Path) -> No
     for _ in range(PERSIST_EVERY * 4):  # the base climbs by capped steps to the busy time
         cost.observe(1, 0.030)
         cost.observe(8, 0.090)
+        cost.flush()
     assert cost.one_token_seconds is not None and cost.one_token_seconds > 0.02
     assert path.stat().st_mtime_ns == written
     for _ in range(PERSIST_EVERY * 4):
         cost.observe(1, 0.010)
         cost.observe(8, 0.025)
+        cost.flush()
     stored = cost_table.load(path)
     assert stored is not None and stored.interpolated(8) == pytest.approx(2.5, rel=0.1)
 
@@ -124,7 +130,28 @@ def test_the_stored_one_token_time_stays_the_timed_one(cache: Path) -> None:
     for _ in range(PERSIST_EVERY * 4):
         cost.observe(1, 0.013)
         cost.observe(8, 0.026)
+        cost.flush()
     assert cost.one_token_seconds == pytest.approx(0.013, rel=0.02)
     stored = cost_table.load(path)
     assert stored is not None and stored.one_token_seconds == 0.01
     assert stored.interpolated(8) == pytest.approx(2.0, rel=0.05)
+
+
+def test_the_table_is_written_between_generations_not_inside_a_step() -> None:
+    """Writing the file takes milliseconds: within a generation the passes only count, and the write waits for
+    the generation's end (LookaheadDecoder.generate flushes), so no timed step carries it."""
+    model = make_tiny_qwen2(dtype=torch.float32)
+    cost = CostModel(((1, 1.0), (8, 2.0)), one_token_seconds=0.01)
+    writes: list[CostModel] = []
+    cost.persist = writes.append
+    for _ in range(PERSIST_EVERY * 2):
+        cost.observe(1, 0.010)
+        cost.observe(8, 0.030)
+    assert writes == []
+    cost.flush()
+    cost.flush()  # nothing due any more
+    assert len(writes) == 1 and writes[0].interpolated(8) > 2.2
+    for _ in range(PERSIST_EVERY):
+        cost.observe(8, 0.030)
+    LookaheadDecoder(model, cost=cost).generate(DecodeRequest([1, 2, 3, 1, 2], max_new_tokens=3))
+    assert len(writes) == 2
