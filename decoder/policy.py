@@ -74,8 +74,7 @@ class CostModel:
     # called with this table by the first :meth:`flush` after every PERSIST_EVERY live passes (decoder/cost_table.py
     # writes it back to its file): at the end of a generation, not inside one of its timed steps
     persist: Callable[[CostModel], None] | None = field(default=None, repr=False, compare=False)
-    _passes: int = field(default=0, repr=False, compare=False)  # live passes observed (paces the persist)
-    _due: bool = field(default=False, repr=False, compare=False)  # PERSIST_EVERY passes since the last write
+    _unsaved: int = field(default=0, repr=False, compare=False)  # live passes since the last persist
     _changes: int = field(default=0, repr=False, compare=False)  # counts the changes of levels (keys the memos)
     _costs: tuple[tuple[int, int], list[float]] | None = field(default=None, repr=False, compare=False)
     _break_even: tuple[tuple[int, int], float] | None = field(default=None, repr=False, compare=False)
@@ -102,8 +101,7 @@ class CostModel:
         passes of that size, the shape the others show is kept, and a pass stalled by other work moves little."""
         if not self.adaptive:
             return
-        self._passes += 1
-        self._due = self._due or self._passes % PERSIST_EVERY == 0
+        self._unsaved += 1
         if n <= 1:
             base = self.one_token_seconds
             self.one_token_seconds = seconds if not base else base + weight * (_capped(seconds / base) - 1) * base
@@ -118,9 +116,9 @@ class CostModel:
 
     def flush(self) -> None:
         """Hand the table to ``persist`` if PERSIST_EVERY live passes have run since it last did."""
-        if self._due and self.persist is not None:
+        if self.persist is not None and self._unsaved >= PERSIST_EVERY:
+            self._unsaved = 0
             self.persist(self)
-        self._due = False
 
     def current(self) -> tuple[tuple[int, float], ...]:
         """The timed sizes with their live corrections folded in: the table as the passes have shown it."""
