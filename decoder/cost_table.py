@@ -122,8 +122,9 @@ def table_path(model: torch.nn.Module) -> Path:
     return folder / f"cost-{stem}-{hashlib.sha256(key.encode()).hexdigest()[:20]}.json"
 
 
-def load(path: Path) -> CostModel | None:
-    """The table stored at ``path``, or None where there is none (or it cannot be read)."""
+def load(path: Path, pairs: int | None = None) -> CostModel | None:
+    """The table stored at ``path``, or None where there is none, it cannot be read, or it was timed under
+    another two-tile choice than ``pairs`` (:func:`settle_pairs`': its passes of 1 to 4 tokens ran another loop)."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         points = tuple((int(n), float(c)) for n, c in data["points"])
@@ -132,20 +133,22 @@ def load(path: Path) -> CostModel | None:
         if not isinstance(exc, FileNotFoundError):
             log.warning("pass-cost table %s unreadable (%s): measuring again", path, exc)
         return None
-    if data.get("version") != VERSION or not points or points[0] != (1, 1.0):
+    if data.get("version") != VERSION or not points or points[0] != (1, 1.0) or data.get("pairs") != pairs:
         return None
     return CostModel(points, one_token_seconds=float(base) if base else None)
 
 
-def save(path: Path, cost: CostModel, one_token_seconds: float | None = None) -> None:
+def save(path: Path, cost: CostModel, one_token_seconds: float | None = None, pairs: int | None = None) -> None:
     """Write ``cost``'s current table (its live corrections folded in) to ``path``, whole or not at all, with
     ``one_token_seconds`` (default: the table's own base) as the time of a one-token pass on this machine at
-    rest; a failure is logged, never raised (the table is only an optimisation)."""
+    rest and ``pairs`` the two-tile choice its passes ran under; a failure is logged, never raised (the table is
+    only an optimisation)."""
     base = cost.one_token_seconds if one_token_seconds is None else one_token_seconds
     data = {
         "version": VERSION,
         "points": [[n, round(c, 4)] for n, c in cost.current()],
         "one_token_seconds": base,
+        "pairs": pairs,
         "saved": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     write_json(path, data, "the pass-cost table")
@@ -196,9 +199,9 @@ def machine_cost(model: torch.nn.Module, measure_table: Callable[[torch.nn.Modul
     """``model``'s table on this machine: the stored one, else measured now and stored; either way written back
     as live passes correct it. The kernel's narrow passes are settled first (:mod:`decoder.tile_pairs`): the
     table times the passes as they will run."""
-    settle_pairs(model)
+    pairs = settle_pairs(model)
     path = table_path(model)
-    cost = load(path)
+    cost = load(path, pairs)
     if cost is None:
         started = time.perf_counter()
         cost = measure_table(model)
@@ -206,18 +209,18 @@ def machine_cost(model: torch.nn.Module, measure_table: Callable[[torch.nn.Modul
             log.warning("pass costs timed under heavy load (%s): not stored", cost.points)
             cost = envelope(cost)
         else:
-            save(path, cost)
+            save(path, cost, pairs=pairs)
         log.info("pass costs measured in %.2f s (%s)", time.perf_counter() - started, path)
     else:
         log.info("pass costs from %s", path)
-    cost.persist = _writer(path, cost.one_token_seconds)
+    cost.persist = _writer(path, cost.one_token_seconds, pairs)
     return cost
 
 
 LOADED = 1.5  # a live one-token pass this many times the table's own: the machine is busier than when timed
 
 
-def _writer(path: Path, quiet_seconds: float | None) -> Callable[[CostModel], None]:
+def _writer(path: Path, quiet_seconds: float | None, pairs: int | None) -> Callable[[CostModel], None]:
     """Writes the live table back, unless it is implausible or its passes ran on a machine busier than the one
     the table was timed on (a one-token pass ``LOADED`` times slower): load makes every ratio noise. The stored
     one-token time stays ``quiet_seconds``, the timed one: the live mean follows this process's load, and a
@@ -227,7 +230,7 @@ def _writer(path: Path, quiet_seconds: float | None) -> Callable[[CostModel], No
     def write(cost: CostModel) -> None:
         busy = quiet_seconds and cost.one_token_seconds and cost.one_token_seconds > LOADED * quiet_seconds
         if not busy and not implausible(CostModel(cost.current())):
-            save(path, cost, quiet_seconds)
+            save(path, cost, quiet_seconds, pairs)
 
     return write
 

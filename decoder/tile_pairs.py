@@ -9,7 +9,11 @@ alone, and it is made where it can be seen: each width's pass of the model timed
 (each way's fastest), the two-tile loop kept where it is faster by :data:`MARGIN`. The choice is stored beside
 the pass-cost table, under its key (``decoder/cost_table.py``: this machine, model, kernel build and pass code; it
 settles the choice before its table is timed, so that the table times the passes as they will run), and read back
-by later processes.
+by later processes. A choice timed under load is not one of speed: other work's threads make both loops wait on
+them (a 2-core Zen 5 where the choice was stored as "none" under load chooses 3 and 4 tokens quiet, whose passes
+of the 1.5B run 1.07x and 1.16x faster two by two). So the stored choice records the machine's load while it was
+timed and expires as every stored timing does (``decoder/timing_load.py``: older than the kernel build, or timed
+under load and the machine quiet now).
 """
 
 from __future__ import annotations
@@ -18,11 +22,13 @@ import json
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
 
+from lookahead_lsp.decoder.timing_load import Load, built_at, machine_busy, verdict
 from lookahead_lsp.decoder.weights.cache import write_json
 
 if TYPE_CHECKING:
@@ -30,7 +36,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-VERSION = 1  # of the file's layout and of how the choice is timed
+VERSION = 2  # of the file's layout and of how the choice is timed (2: with the load it was timed under)
 WIDTHS = (1, 2, 3, 4)  # tokens per pass the choice is made for (the kernel's mask: bit n - 1)
 ROUNDS = 3  # interleaved rounds; each way of each width keeps its fastest
 MARGIN = 0.03  # the two-tile loop is kept where its fastest pass is at least this much faster: closer is noise
@@ -45,22 +51,36 @@ def model_kernel(model: torch.nn.Module) -> WoqKernel | None:
     return None
 
 
-def choose(time_pass: Callable[[int, bool], float], widths: tuple[int, ...] = WIDTHS, rounds: int = ROUNDS) -> int:
+@dataclass(frozen=True)
+class Choice:
+    """A timed choice: the kernel's mask, when it was timed and how busy the machine was."""
+
+    mask: int
+    measured_at: float  # seconds since the epoch
+    load: Load
+
+
+def choose(
+    time_pass: Callable[[int, bool], float], widths: tuple[int, ...] = WIDTHS, rounds: int = ROUNDS
+) -> tuple[int, float]:
     """The kernel's mask of the ``widths`` whose passes ran faster two tiles at a time: ``time_pass(n, paired)``
     times one pass of n tokens one way, each width both ways in ``rounds`` rounds (which way first alternates), and
-    each way keeps its fastest (the round least disturbed by other work)."""
-    best: dict[tuple[int, bool], float] = {}
+    each way keeps its fastest (the round least disturbed by other work). With it the timing's spread: the
+    slowest round of a one-token pass (one tile at a time) over its fastest."""
+    times: dict[tuple[int, bool], list[float]] = {}
     for round_ in range(rounds):
         for n in widths:
             for paired in (False, True) if round_ % 2 == 0 else (True, False):
-                seconds = time_pass(n, paired)
-                best[n, paired] = min(best.get((n, paired), float("inf")), seconds)
-    return sum(1 << (n - 1) for n in widths if best[n, True] < (1.0 - MARGIN) * best[n, False])
+                times.setdefault((n, paired), []).append(time_pass(n, paired))
+    best = {way: min(seconds) for way, seconds in times.items()}
+    reference = times[widths[0], False]
+    mask = sum(1 << (n - 1) for n in widths if best[n, True] < (1.0 - MARGIN) * best[n, False])
+    return mask, max(reference) / max(min(reference), 1e-9)
 
 
-def measure(model: torch.nn.Module, kernel: WoqKernel) -> int:
+def measure(model: torch.nn.Module, kernel: WoqKernel) -> Choice:
     """:func:`choose` on ``model``'s own passes after :func:`decoder.forward.timing_cache`'s context (as the
-    pass-cost table's)."""
+    pass-cost table's), with the machine's load."""
     from lookahead_lsp.decoder.forward import masked_pass, timing_cache  # deferred: forward imports the policy
 
     kv = timing_cache(model)
@@ -73,7 +93,8 @@ def measure(model: torch.nn.Module, kernel: WoqKernel) -> int:
 
     time_pass(1, False)  # warm-up
     time_pass(1, True)
-    return choose(time_pass)
+    mask, spread = choose(time_pass)
+    return Choice(mask, time.time(), Load(machine_busy(torch.get_num_threads()), spread))
 
 
 def pairs_path(table: Path) -> Path:
@@ -81,35 +102,70 @@ def pairs_path(table: Path) -> Path:
     return table.with_name("pairs" + table.name.removeprefix("cost"))
 
 
-def load(path: Path) -> int | None:
-    """The mask stored at ``path``, or None where there is none (or it cannot be read)."""
+def load(path: Path) -> Choice | None:
+    """The choice stored at ``path``, or None where there is none (or it cannot be read)."""
     try:
         data: Any = json.loads(path.read_text(encoding="utf-8"))
-        mask = data["mask"] if data.get("version") == VERSION else None
+        if data.get("version") != VERSION:
+            return None
+        mask, busy, spread = data["mask"], data.get("busy"), data.get("spread")
+        load = Load(None if busy is None else float(busy), None if spread is None else float(spread))
+        choice = Choice(mask, float(data.get("measured_at", 0.0)), load)
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         if not isinstance(exc, FileNotFoundError):
             log.warning("two-tile choice %s unreadable (%s): timing it again", path, exc)
         return None
-    return mask if isinstance(mask, int) and 0 <= mask < 1 << len(WIDTHS) else None
+    return choice if isinstance(mask, int) and 0 <= mask < 1 << len(WIDTHS) else None
+
+
+def store(path: Path, choice: Choice) -> None:
+    """Write ``choice`` to ``path``, whole or not at all; a failure is logged, never raised."""
+    data = {
+        "version": VERSION,
+        "mask": choice.mask,
+        "measured": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(choice.measured_at)),
+        "measured_at": choice.measured_at,
+        "busy": None if choice.load.busy is None else round(choice.load.busy, 3),
+        "spread": None if choice.load.spread is None else round(choice.load.spread, 3),
+    }
+    write_json(path, data, "the two-tile choice")
+
+
+def stored_choice(path: Path, library: Path, busy_now: float) -> tuple[Choice | None, str]:
+    """The choice stored at ``path`` while it holds for the kernel ``library`` with the machine ``busy_now``
+    (``decoder/timing_load.py``: not older than the build, not timed under load where the machine is quiet now),
+    and why; else None and why it is timed again."""
+    choice = load(path)
+    if choice is None:
+        return None, "none stored"
+    judged = verdict("the two-tile choice", choice.measured_at, choice.load, built_at(library), busy_now)
+    if judged.flagged:
+        log.warning("the two-tile choice (%s): %s", path, judged.reason)
+    return (choice if judged.keep else None), judged.reason
 
 
 def settle(
-    model: torch.nn.Module, path: Path, measure_mask: Callable[[torch.nn.Module, WoqKernel], int] = measure
+    model: torch.nn.Module,
+    path: Path,
+    measure_choice: Callable[[torch.nn.Module, WoqKernel], Choice] = measure,
+    busy_now: Callable[[], float] = lambda: machine_busy(1),
 ) -> int | None:
-    """Set ``model``'s kernel to the choice stored at ``path``, else to one timed now and stored there; the mask
-    set, or None where the model's kernel has no two-tile loop (no native kernel, or a level below AVX-512)."""
+    """Set ``model``'s kernel to the choice stored at ``path`` while it holds (:func:`stored_choice`), else to one
+    timed now and stored there; the mask set, or None where the model's kernel has no two-tile loop (no native
+    kernel, or a level below AVX-512)."""
     kernel = model_kernel(model)
     if kernel is None or kernel.pair_rows() is None:
         return None
-    mask = load(path)
-    if mask is None:
+    choice, reason = stored_choice(path, kernel.library, busy_now())
+    if choice is None:
+        log.info("timing the two-tile choice: %s", reason)
         started = time.perf_counter()
-        mask = measure_mask(model, kernel)
-        write_json(path, {"version": VERSION, "mask": mask}, "the two-tile choice")
-        log.info("two-tile choice timed in %.2f s (%s)", time.perf_counter() - started, path)
-    kernel.pair_rows(mask)
-    log.info("%s (%s)", describe(mask), kernel.isa)
-    return mask
+        choice = measure_choice(model, kernel)
+        store(path, choice)
+        log.info("two-tile choice timed in %.2f s (%s; %s)", time.perf_counter() - started, path, choice.load.words())
+    kernel.pair_rows(choice.mask)
+    log.info("%s (%s)", describe(choice.mask), kernel.isa)
+    return choice.mask
 
 
 def describe(mask: int | None) -> str:

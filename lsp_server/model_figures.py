@@ -8,14 +8,10 @@ and the settings that change what a pass reads
 any one measures again. Timing: the CPU's prompt budget prefilled once, then the fastest of :data:`ROUNDS` tail
 prefills and of :data:`ROUNDS` one-token passes after it (the fastest: the round least disturbed by other work).
 
-Stored figures expire (:func:`verdict`, a pure function of the stored record, the kernel library's mtime and the
-machine's load now): figures timed before the kernel library was built (a rebuild of the same sources keeps its
-name, not its code's timing) are timed again, and so are figures of an older file that recorded no load. Each
-record carries the machine's load when it was timed (:func:`machine_busy`: other work's runnable threads per CPU,
-the 1-minute load average less this process's own threads) and a self-check of the timing's noise (the slowest
-of the one-token rounds over the fastest): over :data:`BUSY_LIMIT` or :data:`SPREAD_LIMIT` the figures were timed
-under load, are not trusted, and are timed again at the next start where the machine is quiet (at most
-:data:`BUSY_LIMIT`); on a machine still busy they are kept and the log flags them.
+Stored figures expire as every timing stored on this machine does (``decoder/timing_load.py``): timed again
+when older than the kernel build or when they recorded no load, and when timed under load (other work's threads,
+or the one-token rounds' spread) at the next start where the machine is quiet; on a machine still busy they are
+kept and the log flags them.
 """
 
 from __future__ import annotations
@@ -23,12 +19,13 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lookahead_lsp.decoder.timing_load import Load, Verdict, built_at, machine_busy
+from lookahead_lsp.decoder.timing_load import verdict as timing_verdict
 from lookahead_lsp.decoder.weights.cache import write_json
 from lookahead_lsp.lsp_server.config import Config
 from lookahead_lsp.lsp_server.model_choice import TAIL_TOKENS, Figures
@@ -37,8 +34,6 @@ log = logging.getLogger(__name__)
 
 VERSION = 1  # of the file and of how it is timed: a new one measures again
 ROUNDS = 3
-BUSY_LIMIT = 0.5  # other work's runnable threads per CPU above which the machine is busy
-SPREAD_LIMIT = 1.5  # the slowest one-token round over the fastest above which the timing was disturbed
 
 
 @dataclass(frozen=True)
@@ -50,55 +45,24 @@ class Record:
     busy: float | None = None  # :func:`machine_busy` when timed (None: an older file that did not record it)
     spread: float | None = None  # the slowest one-token round over the fastest
 
+    @property
+    def load(self) -> Load:
+        return Load(self.busy, self.spread)
+
     def under_load(self) -> bool:
         """Whether the figures were timed while other work ran (or the rounds disagree as if it did)."""
-        return (self.busy or 0.0) > BUSY_LIMIT or (self.spread or 1.0) > SPREAD_LIMIT
+        return self.load.under_load()
 
     def load_words(self) -> str:
-        busy = "unknown" if self.busy is None else f"{self.busy:.2f}"
-        spread = "unknown" if self.spread is None else f"{self.spread:.2f}x"
-        return f"load {busy} other threads a CPU, rounds' spread {spread}"
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """Whether stored figures serve this start, and why in words; ``flagged``: kept though timed under load."""
-
-    keep: bool
-    reason: str
-    flagged: bool = False
+        return self.load.words()
 
 
 def verdict(record: Record | None, kernel_mtime: float | None, busy_now: float) -> Verdict:
-    """Keep ``record`` or time the model again (module docstring): ``kernel_mtime`` is the native kernel
-    library's mtime (None: no native kernel), ``busy_now`` :func:`machine_busy` at this start."""
+    """Keep ``record`` or time the model again (``decoder/timing_load.py``'s verdict): ``kernel_mtime`` is the
+    native kernel library's mtime (None: no native kernel), ``busy_now`` :func:`machine_busy` at this start."""
     if record is None:
         return Verdict(False, "no figures stored for this machine and settings")
-    if kernel_mtime is not None and record.measured_at < kernel_mtime:
-        when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(kernel_mtime))
-        return Verdict(False, f"the figures are older than the kernel build ({when} UTC)")
-    if record.busy is None:
-        return Verdict(False, "the figures do not say how busy the machine was when they were timed")
-    if not record.under_load():
-        return Verdict(True, f"timed on a quiet machine after the kernel build ({record.load_words()})")
-    if busy_now <= BUSY_LIMIT:
-        return Verdict(False, f"timed under load ({record.load_words()}); the machine is quiet now ({busy_now:.2f})")
-    return Verdict(
-        True,
-        f"timed under load ({record.load_words()}) and the machine is still busy ({busy_now:.2f}): "
-        "kept, and timed again at a quieter start",
-        flagged=True,
-    )
-
-
-def machine_busy(own_threads: float) -> float:
-    """Other work's runnable threads per CPU: the 1-minute load average less ``own_threads`` (this process's,
-    as far as they ran), over the CPUs; 0.0 where the load average is unknown (not on this system)."""
-    try:
-        load = os.getloadavg()[0]
-    except (OSError, AttributeError):
-        return 0.0
-    return max(0.0, load - own_threads) / max(os.cpu_count() or 1, 1)
+    return timing_verdict("the model figures", record.measured_at, record.load, kernel_mtime, busy_now)
 
 
 def kernel_mtime() -> float | None:
@@ -106,10 +70,7 @@ def kernel_mtime() -> float | None:
     from lookahead_lsp.decoder.kernels.woq_native import native_kernel  # deferred: torch (see figures_path)
 
     kernel = native_kernel()
-    try:
-        return kernel.library.stat().st_mtime if kernel is not None else None
-    except OSError:
-        return None
+    return built_at(kernel.library if kernel is not None else None)
 
 
 def figures_path(config: Config, sha256: str) -> Path:

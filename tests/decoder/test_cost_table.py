@@ -88,6 +88,21 @@ def test_an_unreadable_or_old_table_is_measured_again(cache: Path) -> None:
     assert cost.interpolated(8) == 2.5 and cost_table.load(path) is not None
 
 
+def test_a_table_timed_under_another_two_tile_choice_is_measured_again(cache: Path) -> None:
+    """The two-tile choice was timed again and changed (decoder/tile_pairs.py): the table's passes of 1 to 4 tokens
+    ran the other loop, so it is timed again too; a table of a kernel with no choice matches only "none"."""
+    path = cache / "cost-woq-avx512-0-0.json"
+    cost = CostModel(((1, 1.0), (4, 1.5)), one_token_seconds=0.02)
+    cost_table.save(path, cost, pairs=0)
+    assert cost_table.load(path, 0) is not None
+    assert cost_table.load(path, 0b1100) is None and cost_table.load(path) is None
+    cost_table.save(path, cost, pairs=0b1100)
+    stored = cost_table.load(path, 0b1100)
+    assert stored is not None and stored.interpolated(4) == 1.5 and cost_table.load(path, 0) is None
+    cost_table.save(path, cost)
+    assert cost_table.load(path) is not None and cost_table.load(path, 0) is None
+
+
 def test_a_timing_disturbed_by_other_work_is_not_stored(cache: Path) -> None:
     """The one-token passes of every round met a busy moment: wider passes came out cheaper than one token. The
     process decodes with the table's envelope (no size cheaper than a narrower one) and stores nothing."""

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from lookahead_lsp.decoder import timing_load
 from lookahead_lsp.decoder.runtime.model import ModelLoadError, load_model, resolve_spec
 from lookahead_lsp.decoder.weights.base_models import BASE_MODELS, find_base, installed_bases, installed_path
 from lookahead_lsp.lsp_server import cli, model_choice, model_figures, model_host
@@ -128,7 +129,7 @@ def test_a_larger_base_model_is_timed_for_auto_and_timed_again_when_its_figures_
     shutil.copyfile(tiny_base_gguf, path)
     path.with_name(path.name + ".sha256").write_text("0" * 64)
     monkeypatch.setattr(model_figures, "machine_busy", lambda own_threads: 0.0)  # a quiet machine, whatever runs
-    monkeypatch.setattr(model_figures, "SPREAD_LIMIT", float("inf"))  # the tiny model's 1-ms passes jitter
+    monkeypatch.setattr(timing_load, "SPREAD_LIMIT", float("inf"))  # the tiny model's 1-ms passes jitter
     # the tiny model's 151,936-row head makes its passes slow on a busy 2-core host: aims it meets anywhere (the
     # rule itself: tests/lsp_server/test_model_choice.py); and never the 1.5B Instruct timed instead
     generous = (Aim("first ghost text", 60.0), Aim("whole first line", 100.0))

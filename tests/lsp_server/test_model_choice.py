@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from lookahead_lsp.decoder import timing_load
 from lookahead_lsp.decoder.weights.base_models import find_base
 from lookahead_lsp.decoder.weights.embedded import EMBEDDED, EMBEDDED_1_5B
 from lookahead_lsp.evaluation.lsp_client import LspClient
@@ -209,21 +210,21 @@ def test_figures_of_an_older_file_without_the_load_are_timed_again(tmp_path: Pat
     record = model_figures.stored(path)
     assert record is not None and record.figures == FAST and record.busy is None
     judged = verdict(record, None, busy_now=0.0)
-    assert not judged.keep and "do not say how busy" in judged.reason
+    assert not judged.keep and "without how busy the machine was" in judged.reason
 
 
 @pytest.mark.parametrize(
     "loaded",
     [
-        Record(FAST, KERNEL_BUILT + 60, busy=model_figures.BUSY_LIMIT + 0.3, spread=1.05),  # others' threads ran
-        Record(FAST, KERNEL_BUILT + 60, busy=0.0, spread=model_figures.SPREAD_LIMIT + 0.5),  # rounds disagreed
+        Record(FAST, KERNEL_BUILT + 60, busy=timing_load.BUSY_LIMIT + 0.3, spread=1.05),  # others' threads ran
+        Record(FAST, KERNEL_BUILT + 60, busy=0.0, spread=timing_load.SPREAD_LIMIT + 0.5),  # rounds disagreed
     ],
 )
 def test_figures_timed_under_load_are_timed_again_when_quiet_else_kept_and_flagged(loaded: Record) -> None:
     assert loaded.under_load() and not QUIET.under_load()
-    again = verdict(loaded, KERNEL_BUILT, busy_now=model_figures.BUSY_LIMIT)  # quiet: at most the limit
+    again = verdict(loaded, KERNEL_BUILT, busy_now=timing_load.BUSY_LIMIT)  # quiet: at most the limit
     assert not again.keep and "timed under load" in again.reason and "quiet now" in again.reason
-    busy = verdict(loaded, KERNEL_BUILT, busy_now=model_figures.BUSY_LIMIT + 0.01)
+    busy = verdict(loaded, KERNEL_BUILT, busy_now=timing_load.BUSY_LIMIT + 0.01)
     assert busy.keep and busy.flagged and "still busy" in busy.reason
     assert "timed again at a quieter start" in busy.reason
 
@@ -231,9 +232,9 @@ def test_figures_timed_under_load_are_timed_again_when_quiet_else_kept_and_flagg
 def test_the_machine_s_load_is_other_work_s_threads_per_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(os, "getloadavg", lambda: (6.0, 1.0, 1.0))
     monkeypatch.setattr(os, "cpu_count", lambda: 4)
-    assert model_figures.machine_busy(own_threads=2) == pytest.approx(1.0)
-    assert model_figures.machine_busy(own_threads=8) == 0.0  # never below nothing
-    assert model_figures.machine_busy(own_threads=0) == pytest.approx(os.getloadavg()[0] / 4)
+    assert timing_load.machine_busy(own_threads=2) == pytest.approx(1.0)
+    assert timing_load.machine_busy(own_threads=8) == 0.0  # never below nothing
+    assert timing_load.machine_busy(own_threads=0) == pytest.approx(os.getloadavg()[0] / 4)
 
 
 def test_the_kernel_mtime_is_the_built_library_s() -> None:
