@@ -31,6 +31,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -360,14 +361,16 @@ def build(root: Path, cxx: str, level: str) -> Path:
 
 
 def _touch(path: Path) -> None:
-    """Mark ``path`` used now (its modification time: what :func:`prune_builds` keeps by); a read-only cache is
-    left as it is."""
+    """Mark ``path`` used now: its access time, what :func:`prune_builds` keeps by. Its modification time stays
+    the build's: stored timings made before it are another build's (``decoder/timing_load.py``), and one marked
+    at every load would make every timing look older than the build. A read-only cache is left as it is."""
     with contextlib.suppress(OSError):
-        os.utime(path)
+        os.utime(path, (time.time(), path.stat().st_mtime))
 
 
 def prune_builds(folder: Path, level: str, suffix: str, keep: int = KEPT_BUILDS) -> list[Path]:
-    """Remove all but the ``keep`` most recently used builds of ``level`` in ``folder`` (each build of other
+    """Remove all but the ``keep`` most recently used builds of ``level`` in ``folder`` (by access time, which
+    :func:`_touch` marks at each load; each build of other
     sources, flags or compiler is a library of its own, 0.4-0.8 MB, and its cost tables beside it name it); returns
     the files removed. A build another process has loaded stays mapped there until it exits."""
     pattern = re.compile(rf"woq-{re.escape(level)}-[0-9a-f]{{20}}{re.escape(suffix)}")
@@ -375,7 +378,7 @@ def prune_builds(folder: Path, level: str, suffix: str, keep: int = KEPT_BUILDS)
     for path in folder.glob(f"woq-{level}-*{suffix}"):
         try:
             if pattern.fullmatch(path.name):
-                builds.append((path.stat().st_mtime, path))
+                builds.append((path.stat().st_atime, path))
         except OSError:  # removed meanwhile
             continue
     removed = []

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from pathlib import Path
 
 import numpy as np
@@ -158,8 +159,11 @@ def test_the_build_is_cached_per_machine(tmp_path: Path) -> None:
     assert cxx is not None
     first = build(tmp_path, cxx, chosen_level())
     inode = first.stat().st_ino
+    os.utime(first, (1_000_000, 1_000_000))  # built and last used long ago
     assert build(tmp_path, cxx, chosen_level()) == first and first.stat().st_ino == inode  # not compiled again
     assert [p.name for p in first.parent.iterdir()] == [first.name]  # no scratch left behind
+    # used now (its access time, what pruning keeps by), still built then: a timing stored since is this build's
+    assert first.stat().st_mtime == 1_000_000 and first.stat().st_atime > time.time() - 60
 
 
 def test_a_new_build_removes_all_but_the_most_recently_used_builds_of_its_level(tmp_path: Path) -> None:
