@@ -9,11 +9,13 @@ alone, and it is made where it can be seen: each width's pass of the model timed
 (each way's fastest), the two-tile loop kept where it is faster by :data:`MARGIN`. The choice is stored beside
 the pass-cost table, under its key (``decoder/cost_table.py``: this machine, model, kernel build and pass code; it
 settles the choice before its table is timed, so that the table times the passes as they will run), and read back
-by later processes. A choice timed under load is not one of speed: other work's threads make both loops wait on
-them (a 2-core Zen 5 where the choice was stored as "none" under load chooses 3 and 4 tokens quiet, whose passes
-of the 1.5B run 1.07x and 1.16x faster two by two). So the stored choice records the machine's load while it was
-timed and expires as every stored timing does (``decoder/timing_load.py``: older than the kernel build, or timed
-under load and the machine quiet now).
+by later processes. A choice timed while other work ran is not one of speed: both loops wait on the same
+stalls and time alike (a 2-core Zen 5 held the 1.5B's choice as "none"; timed on a quiet stretch it is 3 and 4
+tokens, whose passes run 1.07x and 1.16x faster two by two). So the stored choice records the machine's load while
+it was timed and expires as every stored timing does (``decoder/timing_load.py``: older than the kernel build, or
+timed under load and the machine quiet now). The host's own load (other machines' share of its memory: the same
+timing in fresh processes chose "none", "4" and "3, 4" within minutes, no other process running) shows in neither
+the load average nor the rounds' spread.
 """
 
 from __future__ import annotations
