@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from lookahead_lsp.decoder.timing_load import Load, built_at, machine_busy, verdict
+from lookahead_lsp.decoder.timing_load import Load, built_at, machine_busy, read_stamp, stamp, verdict
 from lookahead_lsp.decoder.weights.cache import write_json
 
 if TYPE_CHECKING:
@@ -110,9 +110,8 @@ def load(path: Path) -> Choice | None:
         data: Any = json.loads(path.read_text(encoding="utf-8"))
         if data.get("version") != VERSION:
             return None
-        mask, busy, spread = data["mask"], data.get("busy"), data.get("spread")
-        load = Load(None if busy is None else float(busy), None if spread is None else float(spread))
-        choice = Choice(mask, float(data.get("measured_at", 0.0)), load)
+        mask = data["mask"]
+        choice = Choice(mask, *read_stamp(data))
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         if not isinstance(exc, FileNotFoundError):
             log.warning("two-tile choice %s unreadable (%s): timing it again", path, exc)
@@ -122,14 +121,7 @@ def load(path: Path) -> Choice | None:
 
 def store(path: Path, choice: Choice) -> None:
     """Write ``choice`` to ``path``, whole or not at all; a failure is logged, never raised."""
-    data = {
-        "version": VERSION,
-        "mask": choice.mask,
-        "measured": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(choice.measured_at)),
-        "measured_at": choice.measured_at,
-        "busy": None if choice.load.busy is None else round(choice.load.busy, 3),
-        "spread": None if choice.load.spread is None else round(choice.load.spread, 3),
-    }
+    data = {"version": VERSION, "mask": choice.mask, **stamp(choice.measured_at, choice.load)}
     write_json(path, data, "the two-tile choice")
 
 

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 BUSY_LIMIT = 0.5  # other work's runnable threads per CPU above which the machine is busy
 SPREAD_LIMIT = 1.5  # the slowest round of a timing's reference pass over the fastest above which it was disturbed
@@ -68,6 +70,24 @@ def verdict(what: str, measured_at: float, load: Load, kernel_mtime: float | Non
         "kept, and timed again at a quieter start",
         flagged=True,
     )
+
+
+def stamp(measured_at: float, load: Load) -> dict[str, Any]:
+    """When a timing was taken and under what load, as a stored timing's file holds them (:func:`read_stamp`)."""
+    return {
+        "measured": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(measured_at)),
+        "measured_at": measured_at,
+        "busy": None if load.busy is None else round(load.busy, 3),
+        "spread": None if load.spread is None else round(load.spread, 3),
+    }
+
+
+def read_stamp(data: Mapping[str, Any]) -> tuple[float, Load]:
+    """:func:`stamp`'s fields from a file's ``data``: an older file without them is as old as can be (timed
+    again) and its load unknown. ValueError or TypeError for values that are not numbers."""
+    busy, spread = data.get("busy"), data.get("spread")
+    load = Load(None if busy is None else float(busy), None if spread is None else float(spread))
+    return float(data.get("measured_at", 0.0)), load
 
 
 def machine_busy(own_threads: float) -> float:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lookahead_lsp.decoder.timing_load import Load, Verdict, built_at, machine_busy
+from lookahead_lsp.decoder.timing_load import Load, Verdict, built_at, machine_busy, read_stamp, stamp
 from lookahead_lsp.decoder.timing_load import verdict as timing_verdict
 from lookahead_lsp.decoder.weights.cache import write_json
 from lookahead_lsp.lsp_server.config import Config
@@ -93,10 +93,6 @@ def figures_path(config: Config, sha256: str) -> Path:
     return kernel_folder() / f"figures-{hashlib.sha256(chr(10).join(parts).encode()).hexdigest()[:20]}.json"
 
 
-def _optional(value: Any) -> float | None:
-    return None if value is None else float(value)
-
-
 def stored(path: Path) -> Record | None:
     """The record stored at ``path``; None where there is none or it cannot be read."""
     try:
@@ -105,8 +101,8 @@ def stored(path: Path) -> Record | None:
             return None
         threads = data.get("threads")
         figures = Figures(float(data["one_token_s"]), float(data["tail_prefill_s"]), int(threads) if threads else None)
-        measured_at = float(data.get("measured_at", 0.0))  # an older file: as old as can be (timed again)
-        return Record(figures, measured_at, _optional(data.get("busy")), _optional(data.get("spread")))
+        measured_at, load = read_stamp(data)
+        return Record(figures, measured_at, load.busy, load.spread)
     except FileNotFoundError:
         return None
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
@@ -123,10 +119,7 @@ def store(path: Path, record: Record) -> None:
         "one_token_s": round(figures.one_token_s, 5),
         "tail_prefill_s": round(figures.tail_prefill_s, 5),
         "threads": figures.threads,
-        "measured": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(record.measured_at)),
-        "measured_at": record.measured_at,
-        "busy": None if record.busy is None else round(record.busy, 3),
-        "spread": None if record.spread is None else round(record.spread, 3),
+        **stamp(record.measured_at, record.load),
     }
     write_json(path, data, "the model figures")
 
