@@ -5,7 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from lookahead_lsp.context.definitions import DEFINITION_SCORE, SymbolTable, cursor_context, definitions_at
+from lookahead_lsp.context.definitions import (
+    DEFINITION_SCORE,
+    SymbolTable,
+    cursor_context,
+    definitions_at,
+    name_words,
+)
 from lookahead_lsp.context.prompt import PromptBudget, PromptBuilder, PromptInput
 from lookahead_lsp.context.snippets import SnippetIndex
 
@@ -150,3 +156,45 @@ def test_a_parameter_spelled_like_an_import_is_not_a_use_of_it() -> None:
     )
     sections, _ = definitions_at(table_of(WORKSPACE), "src/click/core.py", text, len(text))
     assert {s.path for s in sections} == {"src/click/exceptions.py"}
+
+
+NODES = "".join(
+    f'class {name}(Node):\n    """A {name} node."""\n'
+    for name in ("Output", "Const", "Template", "Macro", "CallBlock", "FilterBlock", "Assign", "Name", "Getattr")
+    + tuple(f"Extra{i}" for i in range(30))
+)
+
+
+def test_name_words_split_every_spelling_of_an_identifier() -> None:
+    assert name_words("LINE_COMMENT_PREFIX") == {"line", "comment", "prefix"}
+    assert name_words("lineCommentPrefix") == name_words("LineCommentPrefix") == {"line", "comment", "prefix"}
+    assert name_words("HTTPError") == {"http", "error"}
+    assert name_words("visit_CallBlock") == {"visit", "call", "block"}
+    assert name_words("self") == name_words("x_1") == frozenset()
+
+
+def test_a_member_the_region_does_not_show_comes_first_when_its_lines_name_its_words() -> None:
+    """``nodes`` has 39 classes and the cursor's function is ``visit_call_block``: of the members the region does
+    not show, ``CallBlock`` shares two of its words and ``FilterBlock`` one, ``Output`` none; ``Const``, which
+    the region uses, still comes (the cursor's code calls it), after them."""
+    text = (
+        "from . import nodes\n\n\n"
+        + "".join(f"def helper_{i}(value):\n    return value + {i}\n\n\n" for i in range(40))
+        + "def visit_call_block(node, block_frame):\n    value = nodes.Const(1)\n    if isinstance(node, "
+    )
+    sections, _ = definitions_at(table_of({"src/jinja/nodes.py": NODES}), "src/jinja/compiler.py", text, len(text))
+    (section,) = sections
+    stubs = [line for line in section.text.split("\n") if line.startswith("class ")]
+    assert stubs[:2] == ["class CallBlock(Node):", "class FilterBlock(Node):"]
+    assert "class Const(Node):" in stubs and "class Output(Node):" not in stubs
+
+
+def test_the_named_like_definitions_do_not_change_while_the_cursors_line_is_typed() -> None:
+    """The words of the cursor's own line do not count (a key there would move the prompt's cached context):
+    typing ``filter_output = `` on it leaves the sections as they were."""
+    head = "from . import nodes\n\n\ndef visit_call_block(node):\n    value = nodes.Const(1)\n    "
+    table = table_of({"src/jinja/nodes.py": NODES})
+    before, _ = definitions_at(table, "src/jinja/compiler.py", head, len(head))
+    typed = head + "filter_output = "
+    after, _ = definitions_at(table, "src/jinja/compiler.py", typed, len(typed))
+    assert before == after and "class CallBlock(Node):" in before[0].text
