@@ -18,8 +18,9 @@ another block, so the prompt's context stays in the KV cache while the user type
    nowhere in the region, and a name the region already shows is one the model sees used (its definition
    moved the 0.5B to a neighbour's name: ``nodes.Output`` for ``nodes.TemplateData``). ``def visit_call_block``
    above ``isinstance(node, |`` finds ``nodes.CallBlock``; ``line_statement_prefix = LINE_STATEMENT_PREFIX``
-   above ``line_comment_prefix = |`` finds ``LINE_COMMENT_PREFIX``. The cursor's own line does not count: its
-   words change with every key;
+   above ``line_comment_prefix = |`` finds ``LINE_COMMENT_PREFIX``. The cursor's own line does not count (its
+   words change with every key), nor do import statements (their words name modules: every member of
+   ``normalize_url`` would be named like ``from .common import normalize_url``);
 1. names the file imports that the region uses, and attributes of imported modules the region uses
    (``exc.FileError``), as ``context/imports.py`` ``imported_uses`` finds them (a local ``command = ...`` is not
    the imported ``command``, nor is a parameter of the cursor's function spelled like it: ``context/scopes.py``):
@@ -291,7 +292,8 @@ def _wanted(
         if local not in where:
             wanted.append(_Wanted(imported.name, imported.module, 2, 1 << 20))
     wanted.extend(_Wanted(name, module, 4, distance) for (name, module), distance in elsewhere.items())
-    other_lines = (line for n, line in enumerate(region.split("\n"), first_region_line) if n != cursor_line)
+    skipped = statement_lines | {cursor_line}  # an import line's words name its modules, not what the code does
+    other_lines = (line for n, line in enumerate(region.split("\n"), first_region_line) if n not in skipped)
     words = {word for line in other_lines for name in set(IDENTIFIER.findall(line)) for word in name_words(name)}
     candidates = [(imported.name, imported.module) for local, imported in imports.names.items() if local in ours]
     for local, module in imports.modules.items():

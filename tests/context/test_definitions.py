@@ -198,3 +198,14 @@ def test_the_named_like_definitions_do_not_change_while_the_cursors_line_is_type
     typed = head + "filter_output = "
     after, _ = definitions_at(table, "src/jinja/compiler.py", typed, len(typed))
     assert before == after and "class CallBlock(Node):" in before[0].text
+
+
+def test_an_import_lines_words_do_not_make_a_name_named_like_the_code() -> None:
+    """``from .filters import apply_filter`` names a module and a function, not what the cursor's code does:
+    ``nodes.FilterBlock`` shares its word "filter" and is still not wanted."""
+    text = "from . import nodes\nfrom .filters import apply_filter\n\n\ndef run(node):\n    return "
+    sections, _ = definitions_at(table_of({"src/jinja/nodes.py": NODES}), "src/jinja/compiler.py", text, len(text))
+    assert not any("FilterBlock" in s.text for s in sections)
+    code = text.replace("def run(node):", "def run_filter(node):")
+    sections, _ = definitions_at(table_of({"src/jinja/nodes.py": NODES}), "src/jinja/compiler.py", code, len(code))
+    assert any("class FilterBlock(Node):" in s.text for s in sections)
