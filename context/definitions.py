@@ -54,9 +54,9 @@ from __future__ import annotations
 import functools
 import re
 import threading
-from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence, Set
 from dataclasses import dataclass, replace
+from typing import TypeVar
 
 from lookahead_lsp.context.imports import IDENTIFIER, FileImports, Statement, file_imports, imported_uses
 from lookahead_lsp.context.languages import LanguageSpec, detect_language
@@ -69,6 +69,7 @@ REGION_AFTER = 8  # lines after it
 MAX_DEFINITIONS = 8
 MAX_NAMED_LIKE = 4  # definitions of names the region does not show, named like what it does
 DEFINITION_SCORE = 1000.0  # above any BM25 score: definitions are fitted into the budget first
+_T = TypeVar("_T")
 _PACKAGE_FILES = frozenset({"__init__", "mod", "index", "lib", "main"})
 _SAME_DIRECTORY = frozenset({"go", "java"})
 
@@ -95,8 +96,7 @@ class SymbolTable:
     def __init__(self) -> None:
         self._by_path: dict[str, tuple[int, list[_Entry]]] = {}
         self._by_name: dict[str, list[_Entry]] = {}
-        self._parts: Counter[str] = Counter()  # every path component (directories and file stems): modules
-        self._paths_by_part: dict[str, set[str]] = {}  # each path component -> the paths holding it
+        self._paths_by_part: dict[str, set[str]] = {}  # each path component (directory, file stem) -> its paths
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -124,14 +124,12 @@ class SymbolTable:
             old = self._by_path.pop(path, None)
             parts = _path_parts(path)
             if old is not None:
-                self._parts.subtract(parts)
                 for part in parts:
                     holding = self._paths_by_part.get(part, set())
                     holding.discard(path)
                     if not holding:
                         self._paths_by_part.pop(part, None)
             if entry is not None:
-                self._parts.update(parts)
                 for part in parts:
                     self._paths_by_part.setdefault(part, set()).add(path)
             for item in old[1] if old is not None else ():
@@ -148,30 +146,21 @@ class SymbolTable:
     def has_module(self, module: Sequence[str]) -> bool:
         """Whether ``module`` (path parts) may be a file or package of the workspace (its last part is one)."""
         with self._lock:
-            return bool(module) and self._parts[module[-1]] > 0
+            return bool(module) and module[-1] in self._paths_by_part
 
     def resolve(self, name: str, module: Sequence[str], exclude_path: str) -> list[_Entry]:
         """The definitions of ``name`` in the file(s) that ``module`` (path parts) names best; none when no file's
         path ends with the module's last part (the module is not the workspace's)."""
         with self._lock:
             entries = [e for e in self._by_name.get(name, ()) if e.path != exclude_path]
-        best, chosen = 0, []
-        for entry in entries:
-            score = _module_match(entry.parts, tuple(module))
-            if score > best:
-                best, chosen = score, [entry]
-            elif score == best and score > 0:
-                chosen.append(entry)
-        return chosen[:2]
+        return _best_matches(entries, lambda entry: entry.parts, module)[:2]
 
     def members(self, module: Sequence[str], exclude_path: str) -> list[_Entry]:
         """Every definition of the file(s) that ``module`` (path parts) names best (:meth:`resolve`'s match), in
         source order: what ``module.`` may be followed by."""
         with self._lock:
-            paths = [p for p in self._paths_by_part.get(module[-1], ()) if p != exclude_path] if module else []
-            scored = [(_module_match(_path_parts(p), tuple(module)), p) for p in paths]
-            best = max((score for score, _ in scored), default=0)
-            return [e for score, p in sorted(scored) if score == best > 0 for e in self._by_path[p][1]]
+            paths = sorted(p for p in self._paths_by_part.get(module[-1], ()) if p != exclude_path) if module else []
+            return [e for p in _best_matches(paths, _path_parts, module) for e in self._by_path[p][1]]
 
     def in_directory(self, name: str, directory: tuple[str, ...], exclude_path: str) -> list[_Entry]:
         """The definitions of ``name`` in files of ``directory`` (path parts) other than ``exclude_path``."""
@@ -185,6 +174,14 @@ def _path_parts(path: str) -> tuple[str, ...]:
     if parts:
         parts = (*parts[:-1], parts[-1].rsplit(".", 1)[0])
     return parts
+
+
+def _best_matches(items: Iterable[_T], parts_of: Callable[[_T], tuple[str, ...]], module: Sequence[str]) -> list[_T]:
+    """The ``items`` (in their order) whose paths (``parts_of``) ``module`` names best (:func:`_module_match`), none
+    where it names none."""
+    scored = [(_module_match(parts_of(item), tuple(module)), item) for item in items]
+    best = max((score for score, _ in scored), default=0)
+    return [item for score, item in scored if score == best > 0]
 
 
 def _module_match(parts: tuple[str, ...], module: tuple[str, ...]) -> int:
@@ -264,7 +261,7 @@ def _wanted(
     language: LanguageSpec,
     bound: frozenset[str],
     in_workspace: Callable[[Sequence[str]], bool],
-    members: Callable[[Sequence[str]], Iterable[str]] = lambda module: (),
+    members: Callable[[Sequence[str]], Iterable[str]],
 ) -> list[_Wanted]:
     """The names to look up, with their tier (the module docstring) and distance from the cursor; ``bound``: the
     names the cursor's function binds itself (``context/scopes.py``), which in the region are not the imports
@@ -272,12 +269,17 @@ def _wanted(
     up in the region only)."""
     nearest: dict[str, int] = {}
     wanted: list[_Wanted] = []
+    statement_lines = {n for s in imports.statements for n in range(s.start, s.end)}
+    skipped = statement_lines | {cursor_line}  # an import line's words name its modules, not what the code does
+    words: set[str] = set()  # of the region's other lines: what names the code shows are made of
     for number, line in enumerate(region.split("\n"), first_region_line):
         distance = abs(number - cursor_line)
-        for name in IDENTIFIER.findall(line):
+        names = IDENTIFIER.findall(line)
+        for name in names:
             nearest[name] = min(distance, nearest.get(name, distance))
+        if number not in skipped:
+            words.update(word for name in set(names) for word in name_words(name))
         wanted.extend(_Wanted(use.name, use.module, 1, distance) for use in imported_uses(line, imports, bound))
-    statement_lines = {n for s in imports.statements for n in range(s.start, s.end)}
     region_lines = range(first_region_line, first_region_line + region.count("\n") + 1)
     where = _name_lines(text, imports.names.keys() | imports.modules.keys(), statement_lines)
     ours = {local for local, imported in imports.names.items() if in_workspace(imported.module)}
@@ -292,9 +294,6 @@ def _wanted(
         if local not in where:
             wanted.append(_Wanted(imported.name, imported.module, 2, 1 << 20))
     wanted.extend(_Wanted(name, module, 4, distance) for (name, module), distance in elsewhere.items())
-    skipped = statement_lines | {cursor_line}  # an import line's words name its modules, not what the code does
-    other_lines = (line for n, line in enumerate(region.split("\n"), first_region_line) if n not in skipped)
-    words = {word for line in other_lines for name in set(IDENTIFIER.findall(line)) for word in name_words(name)}
     candidates = [(imported.name, imported.module) for local, imported in imports.names.items() if local in ours]
     for local, module in imports.modules.items():
         candidates += [(name, module) for name in members(module)] if local in ours else []
@@ -310,17 +309,16 @@ def _wanted(
 def _named_like(
     candidates: Iterable[tuple[str, tuple[str, ...]]],
     words: set[str],
-    shown: Iterable[str],
+    shown: Set[str],
     elsewhere: dict[tuple[str, tuple[str, ...]], int],
 ) -> list[_Wanted]:
     """Tier 0: of the ``candidates`` (name, module) that the region does not show (``shown``: the names it
     holds), the :data:`MAX_NAMED_LIKE` whose names share the most ``words`` with the region's lines, nearest use
     (``elsewhere``) first among equals."""
     named: dict[str, _Wanted] = {}
-    hidden = set(shown)
     for name, module in candidates:
         overlap = len(name_words(name) & words)
-        if overlap and name not in hidden and name not in named:
+        if overlap and name not in shown and name not in named:
             named[name] = _Wanted(name, module, 0, elsewhere.get((name, module), 1 << 20), overlap)
     return sorted(named.values(), key=_order)[:MAX_NAMED_LIKE]
 
