@@ -42,6 +42,12 @@ of the workspace (the standard library, a dependency) resolves to nothing: the m
 stub could tell it. Nearest use first, at most :data:`MAX_DEFINITIONS`; one section per file, the stubs of
 tier 0 first (a section cut to the budget keeps them), each group in source order.
 
+With them goes the file's own use of each name of tiers 0 and 4 whose definition was found (names the region
+does not show): the line nearest the cursor outside the region and the import statements, at most
+:data:`MAX_USES` lines in file order, one section of the file's own path fitted before the definitions. A stub says
+what a name is; a use says how this file calls it (``callback=DEFAULT_CALLBACK,``,
+``ops = infer_storage_options(path)``): beside ``DEFAULT_CALLBACK``'s stub the 0.5B still wrote ``None,``.
+
 The import lines themselves reach the prompt through :class:`CursorContext` ``imports``: the prompt builder
 shows them above a prefix that starts below them (``context/prompt.py``), so the names the file can use are in
 view even when the budget cuts the prefix a few dozen lines above the cursor. Only the file's own imports go
@@ -69,9 +75,12 @@ REGION_AFTER = 8  # lines after it
 MAX_DEFINITIONS = 8
 MAX_NAMED_LIKE = 4  # definitions of names the region does not show, named like what it does
 DEFINITION_SCORE = 1000.0  # above any BM25 score: definitions are fitted into the budget first
+MAX_USES = 4  # lines of the file's own uses of the names the region does not show
+USES_SCORE = DEFINITION_SCORE + 1  # those lines are fitted before the definitions (a line each)
 _T = TypeVar("_T")
 _PACKAGE_FILES = frozenset({"__init__", "mod", "index", "lib", "main"})
 _SAME_DIRECTORY = frozenset({"go", "java"})
+_UNSEEN_TIERS = (0, 4)  # the named-like names and those the file uses outside the region only
 
 
 @dataclass(frozen=True)
@@ -223,13 +232,37 @@ def definitions_at(
     )  # fmt: skip
     directory = _path_parts(path)[:-1]
     chosen: dict[tuple[str, str], tuple[int, bool, _Entry]] = {}
+    unseen: list[str] = []  # the names found whose uses the region does not show (tiers 0 and 4), in rank order
     for rank, want in enumerate(sorted(wanted, key=_order)):
         if len({key[0] for key in chosen}) >= MAX_DEFINITIONS:
             break
         entries = _resolve(table, want, imports, directory, path)
         for entry in entries:
             chosen.setdefault((entry.definition.name, entry.path), (rank, want.tier == 0, entry))
-    return _sections(chosen), imports
+        if entries and want.tier in _UNSEEN_TIERS and want.name not in unseen:
+            unseen.append(want.name)
+    skip = _statement_lines(imports) | set(_lines_of(region, first_region_line))
+    uses = _uses_section(path, text, unseen, skip, cursor_line)
+    return [*uses, *_sections(chosen)], imports
+
+
+def _uses_section(path: str, text: str, names: Sequence[str], skip: set[int], cursor_line: int) -> list[Snippet]:
+    """The file's own nearest use of each of ``names`` on a line not in ``skip`` (the region, the import
+    statements), at most :data:`MAX_USES` lines in file order: one section of ``path``, or none."""
+    found = _name_lines(text, names, skip)
+    picked: list[int] = []
+    for name in names:
+        where = found.get(name)
+        if where:
+            nearest = min(where, key=lambda line: abs(line - cursor_line))
+            picked += [] if nearest in picked else [nearest]
+        if len(picked) >= MAX_USES:
+            break
+    if not picked:
+        return []
+    lines = text.split("\n")
+    picked.sort()
+    return [Snippet(path, "".join(lines[n] + "\n" for n in picked), USES_SCORE, picked[0])]
 
 
 def _resolve(
@@ -269,7 +302,7 @@ def _wanted(
     up in the region only)."""
     nearest: dict[str, int] = {}
     wanted: list[_Wanted] = []
-    statement_lines = {n for s in imports.statements for n in range(s.start, s.end)}
+    statement_lines = _statement_lines(imports)
     skipped = statement_lines | {cursor_line}  # an import line's words name its modules, not what the code does
     words: set[str] = set()  # of the region's other lines: what names the code shows are made of
     for number, line in enumerate(region.split("\n"), first_region_line):
@@ -280,7 +313,7 @@ def _wanted(
         if number not in skipped:
             words.update(word for name in set(names) for word in name_words(name))
         wanted.extend(_Wanted(use.name, use.module, 1, distance) for use in imported_uses(line, imports, bound))
-    region_lines = range(first_region_line, first_region_line + region.count("\n") + 1)
+    region_lines = _lines_of(region, first_region_line)
     where = _name_lines(text, imports.names.keys() | imports.modules.keys(), statement_lines)
     ours = {local for local, imported in imports.names.items() if in_workspace(imported.module)}
     ours |= {local for local, module in imports.modules.items() if in_workspace(module)}
@@ -304,6 +337,16 @@ def _wanted(
             if name not in imports.names and name not in defined:
                 wanted.append(_Wanted(name, None, 3, distance))
     return wanted
+
+
+def _statement_lines(imports: FileImports) -> set[int]:
+    """The lines the file's import statements span."""
+    return {n for statement in imports.statements for n in range(statement.start, statement.end)}
+
+
+def _lines_of(region: str, first_line: int) -> range:
+    """The line numbers of ``region``, whose first line is ``first_line``."""
+    return range(first_line, first_line + region.count("\n") + 1)
 
 
 def _named_like(

@@ -69,9 +69,10 @@ def test_imported_names_resolve_to_their_module_and_the_unused_import_comes_too(
     assert [s.local for s in imports.statements] == [False, True, True, False]
 
 
-def test_a_name_the_file_uses_far_from_the_cursor_comes_after_those_the_cursor_uses() -> None:
+def test_a_name_the_file_uses_far_from_the_cursor_comes_after_those_the_cursor_uses_with_its_use() -> None:
     """``echo`` is imported and called a screen above the cursor's region: its definition comes too (the file's
-    vocabulary from other modules), ranked after ``UsageError``, which the cursor's lines use."""
+    vocabulary from other modules), ranked after ``UsageError``, which the cursor's lines use; and the line that
+    calls it, the file's own, fitted first: how this file calls it. ``UsageError``'s use is in view: no line."""
     text = (
         "import os\nfrom .utils import echo\nfrom .exceptions import UsageError\n\n\n"
         "def report(message):\n    echo(os.sep + message)\n\n\n"
@@ -80,9 +81,31 @@ def test_a_name_the_file_uses_far_from_the_cursor_comes_after_those_the_cursor_u
     )
     sections, _ = definitions_at(table_of(WORKSPACE), "src/click/core.py", text, len(text))
     by_path = {s.path: s for s in sections}
-    assert set(by_path) == {"src/click/exceptions.py", "src/click/utils.py"}
+    assert set(by_path) == {"src/click/exceptions.py", "src/click/utils.py", "src/click/core.py"}
     assert "def echo(message: str, err: bool = False) -> None:" in by_path["src/click/utils.py"].text
     assert by_path["src/click/exceptions.py"].score > by_path["src/click/utils.py"].score
+    uses = by_path["src/click/core.py"]
+    assert (uses.text, uses.start_line) == ("    echo(os.sep + message)\n", 6)
+    assert uses.score > by_path["src/click/exceptions.py"].score
+
+
+def test_the_uses_shown_are_the_nearest_outside_the_region_and_the_imports_at_most_four() -> None:
+    """Six imported helpers, each called twice far above the cursor and never near it: the four ranked first (used
+    nearest the cursor) get a line each, their call nearest the cursor, in file order; the import statement is no
+    use to show."""
+    helpers = [f"check_{word}" for word in ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot")]
+    module = "".join(f"def {name}(value):\n    return value\n\n\n" for name in helpers)
+    text = (
+        f"from .checks import {', '.join(helpers)}\n\n\n"
+        + "".join(f"def first_{name}(x):\n    return {name}(x, 1)\n\n\n" for name in helpers)
+        + "".join(f"def second_{name}(x):\n    return {name}(x, 2)\n\n\n" for name in helpers)
+        + "".join(f"def helper_{i}(value):\n    return value + {i}\n\n\n" for i in range(40))
+        + "def run(values):\n    total = 0\n    "
+    )
+    sections, _ = definitions_at(table_of({"pkg/checks.py": module}), "pkg/run.py", text, len(text))
+    (uses,) = [s for s in sections if s.path == "pkg/run.py"]
+    lines = uses.text.splitlines()
+    assert lines == [f"    return {name}(x, 2)" for name in helpers[2:]]
 
 
 def test_the_table_follows_edits_and_removals() -> None:
