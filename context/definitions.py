@@ -219,7 +219,8 @@ class _Wanted:
 def definitions_at(
     table: SymbolTable, path: str, text: str, offset: int, language: LanguageSpec | None = None
 ) -> tuple[list[Snippet], FileImports]:
-    """The definition sections for a cursor at ``offset`` in ``text`` (the file at ``path``) and its imports."""
+    """The context sections for a cursor at ``offset`` in ``text`` (the file at ``path``): the file's own uses of the
+    names the region does not show (:func:`_uses_section`) and one definition section per file; and its imports."""
     language = language or detect_language(path=path)
     imports = file_imports(text, language, path)
     region_start, region_end, cursor_line = _region(text, offset)
@@ -255,7 +256,8 @@ def _uses_section(path: str, text: str, names: Sequence[str], skip: set[int], cu
         where = found.get(name)
         if where:
             nearest = min(where, key=lambda line: abs(line - cursor_line))
-            picked += [] if nearest in picked else [nearest]
+            if nearest not in picked:  # two names used on one line: the line once
+                picked.append(nearest)
         if len(picked) >= MAX_USES:
             break
     if not picked:
