@@ -21,6 +21,7 @@ from lookahead_lsp.evaluation.lsp_replay import (
 from lookahead_lsp.evaluation.workloads import Corpus
 from lookahead_lsp.lsp_server.cli import UsageError
 from lookahead_lsp.lsp_server.config import Config
+from lookahead_lsp.lsp_server.model_host import chosen_spec
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -30,7 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--modes", default=",".join(DEADLINE_MODES), help=f"comma-separated, of: {', '.join(PAUSE_MODES)}"
     )
     parser.add_argument("--max-new-tokens", type=int, default=Config.max_new_tokens, help="default: the daemon's")
-    parser.add_argument("--model", default="embedded")
+    parser.add_argument("--model", default="embedded", help="a model setting (auto: as the daemon chooses, named)")
     parser.add_argument("--json", default=None, help="also write every pause's shown texts here")
     parser.add_argument(
         "--baseline-command",
@@ -51,8 +52,9 @@ def run(args: argparse.Namespace) -> int:
     corpus = Corpus.load(args.corpus)
     holes = pause_holes(corpus, args.pauses)
     baseline = shlex.split(args.baseline_command) if args.baseline_command else None
-    pauses = compare_pauses(corpus, holes, args.model, args.max_new_tokens, args.modes.split(","), baseline)
-    print(f"{corpus.name}: {len(holes)} pauses, max {args.max_new_tokens} new tokens")
+    model = chosen_spec(args.model)  # "auto": the model the daemon would load, named in the report
+    pauses = compare_pauses(corpus, holes, model, args.max_new_tokens, args.modes.split(","), baseline)
+    print(f"{corpus.name}: {len(holes)} pauses, model {model}, max {args.max_new_tokens} new tokens")
     print(pauses_markdown(pauses))
     if args.json:
         Path(args.json).write_text(json.dumps(pauses_to_json(pauses), indent=1), encoding="utf-8")
