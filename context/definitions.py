@@ -346,9 +346,9 @@ def _statement_lines(imports: FileImports) -> set[int]:
     return {n for statement in imports.statements for n in range(statement.start, statement.end)}
 
 
-def _lines_of(region: str, first_line: int) -> range:
-    """The line numbers of ``region``, whose first line is ``first_line``."""
-    return range(first_line, first_line + region.count("\n") + 1)
+def _lines_of(text: str, first_line: int) -> range:
+    """The line numbers of ``text`` (a region, a window), whose first line is ``first_line``."""
+    return range(first_line, first_line + text.count("\n") + 1)
 
 
 def _named_like(
@@ -437,11 +437,7 @@ def cursor_context(
         return CursorContext(tuple(windows))
     found, imports = definitions_at(table, path, text, offset)
     covered = {(s.path, s.start_line) for s in found}  # the first line of each definition section
-    windows = [
-        w
-        for w in windows
-        if not any((w.path, line) in covered for line in range(w.start_line, w.start_line + w.text.count("\n") + 1))
-    ]
+    windows = [w for w in windows if not any((w.path, line) in covered for line in _lines_of(w.text, w.start_line))]
     statements = tuple(
         replace(s, local=s.local or table.has_module(s.module)) for s in imports.statements if s.top_level
     )
