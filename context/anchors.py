@@ -35,6 +35,7 @@ class Anchor:
     snippets: tuple[Snippet, ...]
     prefix_line: int
     imports: tuple[Statement, ...] = ()
+    grown: bool = False  # built on the idle-time budget (``PromptInput.grown``)
 
 
 class PromptAnchors:
@@ -53,9 +54,12 @@ class PromptAnchors:
         repo_name: str,
         settled: bool,
         query: Callable[[], CursorContext],
+        grow: bool = False,
     ) -> PromptInput:
         """The prompt input at a cursor: the anchor's snippets and prefix line, or (``settled``, or no anchor
-        yet) snippets from ``query`` with the anchor's prefix line still offered to the prompt builder."""
+        yet) snippets from ``query`` with the anchor's prefix line still offered to the prompt builder.
+        ``grow``: prompts grow in idle time (the daemon's ``idleTokenBudget``): a ``settled`` prompt is built on
+        the larger budget, and a keystroke's on the budget of its anchor's."""
         with self._lock:
             anchor = self._anchors.get(path)
         keep = anchor is not None and not settled
@@ -69,20 +73,22 @@ class PromptAnchors:
             imports=context.imports,
             anchor_line=anchor.prefix_line if anchor is not None else None,
             settled=settled,
+            grown=grow and (settled or (anchor is not None and anchor.grown)),
         )
 
     def remember(self, request: PromptInput, built: BuiltPrompt) -> None:
         """Keep what ``built`` (the prompt of ``request``) was made from for the document's next prompt."""
         with self._lock:
-            self._anchors[request.path] = Anchor(tuple(request.snippets), built.prefix_line, tuple(request.imports))
+            kept = Anchor(tuple(request.snippets), built.prefix_line, tuple(request.imports), request.grown)
+            self._anchors[request.path] = kept
             self._anchors.move_to_end(request.path)
             while len(self._anchors) > self._max:
                 self._anchors.popitem(last=False)
 
     def moves(self, request: PromptInput, built: BuiltPrompt) -> bool:
         """Whether ``built`` (the prompt of ``request``) starts otherwise than its document's anchor: other
-        snippets (by place and text: a score alone does not change the prompt) or another prefix line. A
-        document with no anchor has nothing to move."""
+        snippets (by place and text: a score alone does not change the prompt), another prefix line or another
+        budget. A document with no anchor has nothing to move."""
         with self._lock:
             anchor = self._anchors.get(request.path)
         if anchor is None:
@@ -90,6 +96,7 @@ class PromptAnchors:
         moved_imports = tuple(request.imports) != anchor.imports
         return (
             moved_imports
+            or request.grown != anchor.grown
             or built.prefix_line != anchor.prefix_line
             or _places(request.snippets) != _places(anchor.snippets)
         )

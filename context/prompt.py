@@ -59,7 +59,7 @@ import bisect
 import copy
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from lookahead_lsp.context.healing import Healing, heal_ids
@@ -125,6 +125,7 @@ class PromptInput:
     anchor_line: int | None = None  # the line this document's last prompt started its prefix on (None: stateless)
     settled: bool = False  # built in idle time (background prefill): an anchored start may move ahead of need
     imports: Sequence[Statement] = ()  # the file's import statements: shown above a prefix cut below them
+    grown: bool = False  # on the document's idle-time budget: built in idle time, or on a head built so
 
 
 @dataclass(frozen=True)
@@ -521,8 +522,16 @@ def layout_budget(name: PromptLayout, total: int) -> tuple[Layout, PromptBudget]
     return order, PromptBudget(total=total, suffix_max=suffix_max, middle_lines=middle_lines)
 
 
-def layout_builder(tokenizer: Any, name: PromptLayout, total: int, heal: bool, anchored: bool = False) -> PromptBuilder:
+def layout_builder(
+    tokenizer: Any, name: PromptLayout, total: int, heal: bool, anchored: bool = False, grown_from: int | None = None
+) -> PromptBuilder:
     """The prompt builder of a named layout and budget: the daemon's and the benchmarks' (one construction).
-    ``anchored``: prefixes follow their document's anchor (``PromptInput.anchor_line``)."""
+    ``anchored``: prefixes follow their document's anchor (``PromptInput.anchor_line``). ``grown_from``: the
+    builder of a document's prompts grown in idle time from that budget to ``total`` (``PromptInput.grown``):
+    the suffix no longer than at ``grown_from`` (a line break prefills the suffix again: its cost stays what it
+    was), the room added going to the prefix and the context."""
     order, budget = layout_budget(name, total)
+    if grown_from is not None:
+        kept = int(grown_from * budget.suffix_share)
+        budget = replace(budget, suffix_max=kept if budget.suffix_max is None else min(kept, budget.suffix_max))
     return PromptBuilder(tokenizer, budget, order, heal=heal, anchored=anchored)

@@ -44,7 +44,7 @@ from lookahead_lsp.decoder.weights.embedded import EMBEDDED_MODELS, EmbeddedPart
 from lookahead_lsp.evaluation.infill_suites import Answer, InfillHole
 from lookahead_lsp.evaluation.llama_peer import started_peers
 from lookahead_lsp.evaluation.lsp_client import LspClient
-from lookahead_lsp.evaluation.lsp_replay import READY, _inline, ready_daemon, watch_pause
+from lookahead_lsp.evaluation.lsp_replay import READY, _inline, open_settled, ready_daemon, watch_pause
 from lookahead_lsp.evaluation.remote_bench import embedded_gguf
 from lookahead_lsp.evaluation.workloads import Hole
 from lookahead_lsp.lsp_server.documents import Document
@@ -116,18 +116,23 @@ def _ready_since(client: LspClient, uri: str, after: int) -> bool:
     return any(params.get("uri") == uri for params in client.notifications_of(READY, after))
 
 
-def ask_daemon(client: RecordingClient, root: Path, hole: InfillHole) -> Answer:
+def ask_daemon(client: RecordingClient, root: Path, hole: InfillHole, idle: bool = False) -> Answer:
     """Open ``hole``'s problem, type the last key, watch until the run ends; the text finally shown. A new
     problem's file is written to ``root`` first; a file already there (a repository's) stays as saved on disk,
-    the hole being in the editor's buffer only."""
+    the hole being in the editor's buffer only. ``idle``: the file is opened a key earlier and the daemon's
+    background prefill of it waited for (:func:`~evaluation.lsp_replay.open_settled`: a user who reads the file,
+    then types), instead of the key coming at once."""
     path = root / hole.file_name
     text = hole.prefix + hole.suffix
     if not path.exists():
         path.write_text(text, encoding="utf-8")
     uri = path.as_uri()
-    client.open(uri, text, hole.language)
     typed = Hole(hole.suite, "", hole.file_name, hole.prefix, hole.middle, hole.suffix)  # as lsp_replay has holes
-    pause = watch_pause(client, typed, uri, 2, "daemon")
+    if idle:
+        open_settled(client, uri, typed, hole.language)
+    else:
+        client.open(uri, text, hole.language)
+    pause = watch_pause(client, typed, uri, 3 if idle else 2, "daemon")
     if _ready_since(client, uri, client.asked_at):  # more was ready after the watch's last ask
         _inline(client, uri, hole.prefix)
     shown = inserted_at_cursor(client.last_inline, text, len(hole.prefix))
@@ -143,9 +148,10 @@ def run_daemon(
     fresh: bool = False,
     progress: Progress | None = None,
     command: Sequence[str] | None = None,
+    idle: bool = False,
 ) -> list[Answer]:
     """Every hole through the daemon (one for all, or with ``fresh`` one per hole) on ``workspace``, its settings
-    ``options``."""
+    ``options`` (``idle``: each file prefilled in idle time before the key, :func:`ask_daemon`)."""
     answers: list[Answer] = []
     client = None if fresh else start_daemon(workspace, options, command)
     try:
@@ -155,11 +161,11 @@ def run_daemon(
                 alone.mkdir()
                 one = start_daemon(alone, options, command)
                 try:
-                    answers.append(ask_daemon(one, alone, hole))
+                    answers.append(ask_daemon(one, alone, hole, idle))
                 finally:
                     one.close()
             else:
-                answers.append(ask_daemon(client, workspace, hole))
+                answers.append(ask_daemon(client, workspace, hole, idle))
             if progress is not None:
                 progress(f"daemon {i + 1}/{len(holes)} {hole.id}")
     finally:

@@ -464,13 +464,22 @@ def _last_warm(client: LspClient) -> dict[str, Any]:
 
 
 def pause_at(client: LspClient, root: Path, hole: Hole, mode: str) -> Pause:
-    """Open ``hole``'s file two keys before the cursor and type one (the daemon learns the cursor and prefills
-    its prompt in idle time, as while a typist types), wait for that background prefill (of this version: a
-    prefill left from the last pause, in the same file at the same version number, does not count), then
+    """Open ``hole``'s file and let the daemon prefill its prompt in idle time (:func:`open_settled`), then
     :func:`watch_pause` types the last key. No completion is asked for before it: every pause is a model run
     (none is typed through an earlier answer)."""
     uri = (root / hole.path).as_uri()
-    opened = {"uri": uri, "languageId": "python", "version": 1, "text": hole.prefix[:-2] + hole.suffix}
+    open_settled(client, uri, hole, "python")
+    pause = watch_pause(client, hole, uri, 3, mode)
+    client.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
+    return pause
+
+
+def open_settled(client: LspClient, uri: str, hole: Hole, language: str) -> None:
+    """Open ``hole``'s file two keys before the cursor and type one (the daemon learns the cursor and prefills
+    its prompt in idle time, as while a typist types, or a user reads before typing), and wait for that
+    background prefill (of this version: a prefill left from the last hole, in the same file at the same
+    version number, does not count). The document is then at version 2, one key before ``hole``'s cursor."""
+    opened = {"uri": uri, "languageId": language, "version": 1, "text": hole.prefix[:-2] + hole.suffix}
     earlier = _last_warm(client).get("requestId")
     client.notify("textDocument/didOpen", {"textDocument": opened})
     one_key = {"textDocument": {"uri": uri, "version": 2}, "contentChanges": [{"text": hole.prefix[:-1] + hole.suffix}]}
@@ -482,9 +491,6 @@ def pause_at(client: LspClient, root: Path, hole: Hole, mode: str) -> Pause:
         if this_one and not last.get("cancelled"):
             break
         time.sleep(0.2)
-    pause = watch_pause(client, hole, uri, 3, mode)
-    client.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
-    return pause
 
 
 Item = TypeVar("Item")

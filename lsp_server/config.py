@@ -36,6 +36,13 @@ MODEL_CPU_LAYOUTS: dict[str, str] = {"embedded": "psm-lines"}
 in three languages, docs/benchmarks.md); the 1.5B, like the models trained for it, answers best asked at the
 line start, as the Qwen2.5-Coder report's protocol asks."""
 
+MODEL_CPU_IDLE_BUDGETS: dict[str, int] = {"embedded-1.5b": 2048}
+"""``idleTokenBudget: null`` on a CPU for the models measured to answer better with a longer prompt: the token
+budget a document's prompt grows to once the daemon has prefilled it in idle time (the keystrokes after it then
+re-prefill only what they change: ``context/anchors.py``). The 1.5B at 2048 tokens, cold, was exact on 29 and 43
+of 80 cross-file holes against 20 and 33 at 512 (cattrs, rich: docs/benchmarks.md); the 0.5B at 1024 gained
+nothing (124 against 121 of 320), so its prompts do not grow."""
+
 MODEL_BLOCK_ENDS: dict[str, BlockEnd] = {"embedded-1.5b": "model"}
 """``blockEnd: "auto"`` for the models measured to end their middles themselves (``model``: a block ends at the
 model's end-of-text token, not where a line dedents out of the cursor's block). The 1.5B Instruct does: asked
@@ -70,6 +77,7 @@ class Config:
     line_cap_ms: int | None = 2500  # a first line still decoding this long after the key ends at a word end
     progressive: bool = True  # a block's first whole line, or a deadline, shows what is there; decoding goes on
     token_budget: int | None = None  # prompt tokens at most; None: by device (DEVICE_PROMPT_DEFAULTS)
+    idle_token_budget: int | None = None  # a CPU prompt's budget once prefilled in idle time; None: by model
     prompt_layout: LayoutSetting = "auto"  # psm, spm, psm-short, psm-line(s) (context/prompt.py); "auto": by device
     block_end: BlockEnd | Literal["auto"] = "auto"  # "indent", "model" (context/postprocess.py); "auto": by model
     background_prefill: bool = True  # prefill the next prompt in idle time (preempted by any request)
@@ -104,6 +112,16 @@ class Config:
             layout if self.prompt_layout == "auto" else self.prompt_layout,
             budget if self.token_budget is None else self.token_budget,
         )
+
+    def idle_budget(self, device_type: str, model: str = "") -> int:
+        """The token budget a document's prompt grows to in idle time for the model the ``model`` setting came
+        to: the setting, or the model's own on a CPU (``MODEL_CPU_IDLE_BUDGETS``); else the keystrokes' budget
+        (no growth)."""
+        budget = self.prompt_settings(device_type, model)[1]
+        if self.idle_token_budget is not None:
+            return self.idle_token_budget
+        cpu = device_type in ("cpu", "mps")
+        return MODEL_CPU_IDLE_BUDGETS.get(model, budget) if cpu and self.token_budget is None else budget
 
     def block_end_for(self, model: str) -> BlockEnd:
         """Where a block ends for the model the ``model`` setting came to: the setting, or the model's own."""
@@ -197,6 +215,7 @@ _SETTINGS: dict[str, tuple[str, Check]] = {
     "lineCapMs": ("line_cap_ms", _optional(_int_between(0, 600_000))),
     "progressive": ("progressive", _bool),
     "tokenBudget": ("token_budget", _optional(_int_between(64, 32768))),
+    "idleTokenBudget": ("idle_token_budget", _optional(_int_between(64, 32768))),
     "promptLayout": ("prompt_layout", _one_of("auto", "psm", "spm", "psm-short", "psm-line", "psm-lines")),
     "blockEnd": ("block_end", _one_of("auto", "indent", "model")),
     "backgroundPrefill": ("background_prefill", _bool),

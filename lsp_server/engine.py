@@ -122,11 +122,12 @@ class Engine:
     def block_end(self) -> BlockEnd:
         return self.host.block_end()
 
-    def prompt_builder(self) -> PromptBuilder:
-        return self.host.prompt_builder()
+    def prompt_builder(self, grown: bool = False) -> PromptBuilder:
+        return self.host.prompt_builder(grown)
 
     def prompt_input(self, path: Path, text: str, offset: int, settled: bool = False) -> PromptInput:
-        return self.workspace.prompt_input(path, text, offset, settled, self.host.config.definitions)
+        grow = self.host.idle_budget() is not None
+        return self.workspace.prompt_input(path, text, offset, settled, self.host.config.definitions, grow)
 
     def prompt_built(self, request: PromptInput, built: BuiltPrompt) -> None:
         self.workspace.prompt_built(request, built)

@@ -102,7 +102,7 @@ class ModelHost:
         self._slot: ModelSlot | None = None
         self._generation = 0
         self._backend: tuple[tuple[Any, ...], Backend] | None = None
-        self._builder: tuple[tuple[Any, ...], PromptBuilder] | None = None
+        self._builders: dict[bool, tuple[tuple[Any, ...], PromptBuilder]] = {}  # by grown
         self._lock = threading.Lock()
 
     # ---- loading ---------------------------------------------------------------------------------
@@ -191,7 +191,7 @@ class ModelHost:
             if not self.current(generation):
                 return
             self._slot = ModelSlot(loaded, generation, stop_token_ids(loaded.tokenizer), cost, threads, choice)
-            self._builder = None
+            self._builders = {}
             self.state = "ready"
         self._close_backend()
         memory.trim()  # the load's scratch (conversion, tile building, the passes measured) given back
@@ -246,18 +246,35 @@ class ModelHost:
         """Where a block ends for the model loaded: the setting, or the model's own (``Config.block_end_for``)."""
         return self.config.block_end_for(self._loaded_slot().loaded.spec)
 
-    def prompt_builder(self) -> PromptBuilder:
-        """The prompt builder for the current tokenizer and budget (it caches snippet token ids). On a CPU its
-        prefixes follow their documents' anchors (``context/anchors.py``): a moved prompt head costs seconds."""
+    def idle_budget(self) -> int | None:
+        """The token budget a document's prompts grow to in idle time (``Config.idle_budget``), None where they
+        do not grow: a budget no larger than the keystrokes', or prompts not anchored (on a GPU a prefill costs
+        milliseconds and the budget is the longest already; a remote engine keeps its own cache)."""
+        slot = self._loaded_slot()
+        if not (self.config.local and slot.loaded.device.type == "cpu"):
+            return None
+        idle = self.config.idle_budget(slot.loaded.device.type, slot.loaded.spec)
+        return idle if idle > self.prompt_settings()[1] else None
+
+    def prompt_builder(self, grown: bool = False) -> PromptBuilder:
+        """The prompt builder for the current tokenizer and budget (it caches snippet token ids); ``grown``: for
+        prompts on the idle-time budget (:meth:`idle_budget`). On a CPU its prefixes follow their documents'
+        anchors (``context/anchors.py``): a moved prompt head costs seconds."""
         slot = self._loaded_slot()
         layout, total = self.prompt_settings()
-        key = (slot.generation, layout, total, self.config.local)
-        if self._builder is None or self._builder[0] != key:
+        idle = self.idle_budget() if grown else None
+        key = (slot.generation, layout, total, idle, self.config.local)
+        held = self._builders.get(grown)
+        if held is None or held[0] != key:
             heal = self.config.local  # remote engines cannot force the first tokens
             anchored = self.config.local and slot.loaded.device.type == "cpu"
-            builder = layout_builder(slot.loaded.tokenizer, layout, total, heal, anchored)  # type: ignore[arg-type]
-            self._builder = (key, builder)
-        return self._builder[1]
+            tokenizer = slot.loaded.tokenizer
+            if idle is None:
+                builder = layout_builder(tokenizer, layout, total, heal, anchored)  # type: ignore[arg-type]
+            else:
+                builder = layout_builder(tokenizer, layout, idle, heal, anchored, total)  # type: ignore[arg-type]
+            held = self._builders[grown] = (key, builder)
+        return held[1]
 
     def describe(self) -> dict[str, Any]:
         """The model's state for ``lookahead.stats``."""
@@ -276,7 +293,8 @@ class ModelHost:
                 choice=slot.choice.to_json() if slot.choice is not None else None,
             )
             layout, budget = self.prompt_settings()
-            info.update(promptLayout=layout, tokenBudget=budget, blockEnd=self.block_end())
+            info.update(promptLayout=layout, tokenBudget=budget, idleTokenBudget=self.idle_budget())
+            info.update(blockEnd=self.block_end())
         backend = self._backend[1] if self._backend is not None else None
         described = backend.describe() if backend is not None else None
         if described is not None:

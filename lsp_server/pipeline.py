@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -56,7 +56,9 @@ class CompletionEngine(Protocol):
         """The backend for the current settings (only the model worker calls it)."""
         ...
 
-    def prompt_builder(self) -> PromptBuilder: ...
+    def prompt_builder(self, grown: bool = False) -> PromptBuilder:
+        """The prompt builder in force (``grown``: for prompts on the idle-time budget)."""
+        ...
 
     def block_end(self) -> BlockEnd:
         """Where a block ends for the model loaded (``Config.block_end_for``)."""
@@ -230,8 +232,15 @@ def complete(
 
 
 def prompt_for(snapshot: Snapshot, engine: CompletionEngine) -> BuiltPrompt:
-    """A completion's prompt at ``snapshot``, remembered as its document's anchor."""
+    """A completion's prompt at ``snapshot``, remembered as its document's anchor.
+
+    A prompt on the idle-time budget (``PromptInput.grown``) is kept only while its head is the one idle time
+    prefilled: one whose head moved (the cursor left the prefix's reach) is built again on the keystrokes' budget,
+    a smaller prefill at the key, and the next idle time grows it again."""
     prompt_input, built = _build(snapshot, engine, settled=False)
+    if prompt_input.grown and engine.prompt_moves(prompt_input, built):
+        prompt_input = replace(prompt_input, grown=False)
+        built = engine.prompt_builder(False).build(prompt_input)
     engine.prompt_built(prompt_input, built)
     return built
 
@@ -240,7 +249,7 @@ def _build(snapshot: Snapshot, engine: CompletionEngine, settled: bool) -> tuple
     """The prompt at ``snapshot`` and its input (the same for a completion and for its background prefill, which
     builds it ``settled``: in idle time, when the prompt's slow parts may move)."""
     prompt_input = engine.prompt_input(snapshot.path, snapshot.doc.text, snapshot.offset, settled)
-    return prompt_input, engine.prompt_builder().build(prompt_input)
+    return prompt_input, engine.prompt_builder(prompt_input.grown).build(prompt_input)
 
 
 def warm(snapshot: Snapshot, engine: CompletionEngine, cancel: CancelToken) -> Warmed:

@@ -137,12 +137,13 @@ class WorkspaceContext:
         return path.name
 
     def prompt_input(
-        self, path: Path, text: str, offset: int, settled: bool = False, definitions: bool = True
+        self, path: Path, text: str, offset: int, settled: bool = False, definitions: bool = True, grow: bool = False
     ) -> PromptInput:
         """The prompt's input for a cursor in ``path``: its name, the repository, the context snippets and the
         document's anchor (``context/anchors.py``: a keystroke keeps its last prompt's snippets and prefix
         start; ``settled``, a prompt built in idle time, ranks the snippets again); ``definitions``: the
-        definitions of the names the cursor uses come first (``context/definitions.py``).
+        definitions of the names the cursor uses come first (``context/definitions.py``); ``grow``: prompts grow
+        in idle time (``PromptInput.grown``).
 
         The snippets are ranked against the code before the cursor's block of lines
         (``context/snippets.py: query_window``)."""
@@ -152,7 +153,7 @@ class WorkspaceContext:
             with self._snippet_lock:
                 return cursor_context(self._snippets, self._symbols if definitions else None, name, text, offset)
 
-        return self._anchors.input_for(name, text, offset, self.repo_name, settled, query)
+        return self._anchors.input_for(name, text, offset, self.repo_name, settled, query, grow)
 
     def prompt_built(self, request: PromptInput, built: BuiltPrompt) -> None:
         """``built`` is the prompt of ``request``: its document's next prompt starts from it."""

@@ -71,6 +71,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="comma-separated: daemon, raw (llama-server, the report's prompt), engine (our engine, that prompt)",
     )
     parser.add_argument("--fresh", action="store_true", help="the daemon: a fresh one per document, not one for all")
+    parser.add_argument(
+        "--idle",
+        action="store_true",
+        help="the daemon: open each file a key before the hole and wait for its background prefill (a user who "
+        "reads, then types) instead of typing the key at once",
+    )
     parser.add_argument("--out", default=None, metavar="DIR", help="also write infill.json and infill.md here")
     parser.add_argument(
         "--settings",
@@ -169,14 +175,17 @@ def run_side(suite: str, side: str, args: argparse.Namespace) -> Run:
             else:
                 workspace = Path(tmp) / suite
                 workspace.mkdir()
-            answers = run_daemon(holes, daemon_options(args), workspace, args.fresh, progress, daemon_command(args))
+            answers = run_daemon(
+                holes, daemon_options(args), workspace, args.fresh, progress, daemon_command(args), args.idle
+            )
         elif side == "engine":
             answers = run_engine(holes, args.model, progress)
         else:
             answers = run_raw(holes, args.model, Path(args.out or tmp) / "llama-server", progress)
     progress(f"{suite} {side}: running the tests")
     scores = [score_answer(hole, answer) for hole, answer in zip(holes, answers, strict=True)]
-    name = "daemon (fresh)" if side == "daemon" and args.fresh else side
+    ways = [way for way, on in (("fresh", args.fresh), ("idle", args.idle)) if on]
+    name = f"daemon ({', '.join(ways)})" if side == "daemon" and ways else side
     return suite, name, holes, answers, scores
 
 

@@ -76,3 +76,21 @@ def test_a_prompt_moves_with_other_snippets_or_another_prefix_line_not_with_new_
     far = anchors.input_for("m.py", SOURCE, SOURCE.index("return x + 190"), "demo", False, query)
     moved = builder.build(far)  # 40 functions on: the prefix no longer fits from the anchor's line
     assert moved.prefix_line != built.prefix_line and anchors.moves(far, moved)
+
+
+def test_a_settled_prompt_grows_and_the_keystrokes_after_it_stay_grown(tokenizer: Any) -> None:
+    """With ``grow`` a prompt built in idle time is on the larger budget, a keystroke's on its anchor's; a
+    prompt whose budget differs from its anchor's moves (its head is another)."""
+    small, large = PromptBuilder(tokenizer, PromptBudget(total=300)), PromptBuilder(tokenizer, PromptBudget(total=900))
+    anchors, query = PromptAnchors(), Query()
+    offset = SOURCE.index("return x + 150")
+    first = anchors.input_for("m.py", SOURCE, offset, "demo", False, query, grow=True)
+    assert not first.grown  # no anchor yet: a keystroke's prompt is on the keystrokes' budget
+    anchors.remember(first, small.build(first))
+    settled = anchors.input_for("m.py", SOURCE, offset, "demo", True, query, grow=True)
+    grown = large.build(settled)
+    assert settled.grown and anchors.moves(settled, grown) and grown.prefix_line < small.build(first).prefix_line
+    anchors.remember(settled, grown)
+    key = anchors.input_for("m.py", SOURCE, offset + 1, "demo", False, query, grow=True)
+    assert key.grown and key.anchor_line == grown.prefix_line and not anchors.moves(key, large.build(key))
+    assert not anchors.input_for("m.py", SOURCE, offset, "demo", True, query).grown  # without grow: never

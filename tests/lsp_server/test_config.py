@@ -34,6 +34,7 @@ def test_camel_case_values_apply() -> None:
         "lineCapMs": 4000,
         "progressive": False,
         "tokenBudget": 2048,
+        "idleTokenBudget": 4096,
         "indexEnabled": False,
         "definitions": False,
         "include": ["*.py"],
@@ -66,6 +67,7 @@ def test_camel_case_values_apply() -> None:
         line_cap_ms=4000,
         progressive=False,
         token_budget=2048,
+        idle_token_budget=4096,
         index_enabled=False,
         definitions=False,
         include=("*.py",),
@@ -86,6 +88,16 @@ def test_block_end_auto_is_the_models_own_and_a_setting_wins() -> None:
     assert Config(block_end="model").block_end_for("embedded") == "model"
     config, errors = parse_config({"blockEnd": "eos"})
     assert config.block_end == "auto" and errors and "blockEnd" in errors[0]
+
+
+def test_idle_budget_is_the_models_own_on_a_cpu_and_a_setting_wins() -> None:
+    assert Config().idle_budget("cpu", "embedded-1.5b") == 2048  # measured to answer better with more of the file
+    assert Config().idle_budget("cpu", "embedded") == 512  # the keystrokes' budget: no growth
+    assert Config().idle_budget("cuda", "embedded-1.5b") == 1024  # a GPU's budget is the long one already
+    assert Config(token_budget=768).idle_budget("cpu", "embedded-1.5b") == 768  # the user's budget is kept
+    assert Config(idle_token_budget=1536).idle_budget("cpu", "embedded") == 1536
+    config, errors = parse_config({"idleTokenBudget": 10})
+    assert config.idle_token_budget is None and errors and "idleTokenBudget" in errors[0]
 
 
 def test_lookahead_section_is_unwrapped() -> None:
