@@ -40,7 +40,10 @@ the start stays on that line while the prefix fits, and when it must move it mov
 ``PromptBudget.headroom_share`` of the prefix free for the lines typed next. A prompt built in idle time
 (``PromptInput.settled``: the background prefill's) already moves it once less than
 ``PromptBudget.settled_free_share`` is free, so that the re-prefill falls between keystrokes; a document's first
-prompt leaves that share free too, so that the keys after it keep its start.
+prompt leaves that share free too, so that the keys after it keep its start. A prompt built in idle time may also
+be ``grown`` (the daemon's ``idleTokenBudget``: :func:`layout_builder`'s ``grown_from``): a larger budget, its
+suffix no longer than on the keystrokes' budget, the room added going to the prefix and the context; the
+keystrokes after it keep that budget while its head holds (``context/anchors.py``).
 
 The prompt never exceeds ``PromptBudget.total``: the fixed tokens (special tokens, repo name, path) first; of
 the rest the prefix gets up to ``prefix_share`` (cut at its start, on a line boundary where possible), the

@@ -8,7 +8,8 @@ export const SECTION = 'lookahead';
 /** The daemon's own keys; everything else under `lookahead.` (server.*) configures this extension only. */
 const DAEMON_KEYS = [
   'enabled', 'model', 'device', 'dtype', 'prefillDtype', 'weights', 'decoder', 'remote', 'window', 'ngram', 'verify',
-  'draftLength', 'threads', 'maxNewTokens', 'kvSlots', 'tokenBudget', 'promptLayout', 'blockEnd', 'backgroundPrefill',
+  'draftLength', 'threads', 'maxNewTokens', 'kvSlots', 'tokenBudget', 'idleTokenBudget',
+  'promptLayout', 'blockEnd', 'backgroundPrefill',
   'lineDeadlineMs', 'multilineDeadlineMs', 'lineCapMs', 'progressive', 'indexEnabled', 'definitions', 'include',
   'exclude', 'logFile',
 ] as const;
