@@ -247,8 +247,17 @@ def prompt_for(snapshot: Snapshot, engine: CompletionEngine) -> BuiltPrompt:
 
 def _build(snapshot: Snapshot, engine: CompletionEngine, settled: bool) -> tuple[PromptInput, BuiltPrompt]:
     """The prompt at ``snapshot`` and its input (the same for a completion and for its background prefill, which
-    builds it ``settled``: in idle time, when the prompt's slow parts may move)."""
+    builds it ``settled``: in idle time, when the prompt's slow parts may move).
+
+    A settled prompt grows (``PromptInput.grown``) only where the keystrokes' budget cuts the code before the
+    cursor: where all of it fits, that prompt is the one built (its suffix has the room the prefix leaves, which
+    a grown prompt's does not: ``context/prompt.py``'s ``layout_builder``)."""
     prompt_input = engine.prompt_input(snapshot.path, snapshot.doc.text, snapshot.offset, settled)
+    if prompt_input.grown and settled:
+        kept = replace(prompt_input, grown=False)
+        fresh = engine.prompt_builder(False).build(replace(kept, anchor_line=None))  # the earliest line that fits
+        if fresh.prefix_line == 0:
+            return kept, engine.prompt_builder(False).build(kept)
     return prompt_input, engine.prompt_builder(prompt_input.grown).build(prompt_input)
 
 

@@ -71,3 +71,24 @@ def _grow_then_type(client: LspClient) -> None:
 def _insert_at(line: int, character: int, text: str) -> dict[str, object]:
     position = {"line": line, "character": character}
     return {"range": {"start": position, "end": position}, "text": text}
+
+
+def test_a_file_whose_code_before_the_cursor_fits_is_not_grown(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """A grown prompt keeps its suffix as short as on the keystrokes' budget with a cut prefix; where the prefix
+    fits that budget whole, its prompt gives the suffix the room left, and that is the prompt kept in idle time."""
+    options = {"model": str(tiny_model_dir), "maxNewTokens": 2, "decoder": "greedy", "tokenBudget": SMALL}
+    client = _start(tmp_path, {**options, "promptLayout": "psm-line", "idleTokenBudget": LARGE})
+    try:
+        assert client.wait_model()["state"] == "ready"
+        uri = "file:///tmp/lookahead-idle-budget/short.py"
+        head = "def area(width, height):\n    return "
+        text = head + "\n\n\n" + LINES[:600]  # the whole file fits the keystrokes' budget; its suffix is long
+        client.open(uri, text)
+        line, character = _end_of(head)
+        first = _key(client, uri, 2, line, character, "w")
+        warmed = _wait_whole_warm(client, lambda warmed: warmed["version"] == 2)
+        print(f"first {first}\npause {warmed}")
+        assert first["promptTokens"] > SMALL * 0.16 + 40, first  # more suffix than a grown prompt keeps
+        assert warmed["promptTokens"] == first["promptTokens"], (first, warmed)  # the whole file, as at the key
+    finally:
+        _close_cleanly(client)
