@@ -39,9 +39,10 @@ line start, as the Qwen2.5-Coder report's protocol asks."""
 MODEL_CPU_IDLE_BUDGETS: dict[str, int] = {"embedded-1.5b": 2048}
 """``idleTokenBudget: null`` on a CPU for the models measured to answer better with a longer prompt: the token
 budget a document's prompt grows to once the daemon has prefilled it in idle time (the keystrokes after it then
-re-prefill only what they change: ``context/anchors.py``). The 1.5B at 2048 tokens, cold, was exact on 29 and 43
-of 80 cross-file holes against 20 and 33 at 512 (cattrs, rich: docs/benchmarks.md); the 0.5B at 1024 gained
-nothing (124 against 121 of 320), so its prompts do not grow."""
+re-prefill only what they change: ``context/anchors.py``). The 1.5B grown to 2048 tokens was exact on 31 and 40 of
+80 cross-file holes against 21 and 32 on 512 (cattrs, rich, each file prefilled before the key: docs/benchmarks.md,
+"A prompt that grows in idle time"); the 0.5B at 1024 tokens gained nothing (124 against 121 of 320), so its
+prompts do not grow."""
 
 MODEL_BLOCK_ENDS: dict[str, BlockEnd] = {"embedded-1.5b": "model"}
 """``blockEnd: "auto"`` for the models measured to end their middles themselves (``model``: a block ends at the

@@ -19,10 +19,10 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias, cast
 
 from lookahead_lsp.context.healing import vocab_index
-from lookahead_lsp.context.prompt import PromptBuilder, layout_builder
+from lookahead_lsp.context.prompt import PromptBuilder, PromptLayout, layout_builder
 from lookahead_lsp.context.syntax import analyze
 from lookahead_lsp.decoder.backend import Backend, local_backend, remote_backend
 from lookahead_lsp.lsp_server import memory
@@ -268,11 +268,9 @@ class ModelHost:
         if held is None or held[0] != key:
             heal = self.config.local  # remote engines cannot force the first tokens
             anchored = self.config.local and slot.loaded.device.type == "cpu"
-            tokenizer = slot.loaded.tokenizer
-            if idle is None:
-                builder = layout_builder(tokenizer, layout, total, heal, anchored)  # type: ignore[arg-type]
-            else:
-                builder = layout_builder(tokenizer, layout, idle, heal, anchored, total)  # type: ignore[arg-type]
+            grown_from = total if idle is not None else None
+            named = cast(PromptLayout, layout)  # a name the settings checked
+            builder = layout_builder(slot.loaded.tokenizer, named, idle or total, heal, anchored, grown_from)
             held = self._builders[grown] = (key, builder)
         return held[1]
 
