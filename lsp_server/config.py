@@ -118,9 +118,9 @@ class Config:
         """The token budget a document's prompt grows to in idle time for the model the ``model`` setting came
         to: the setting, or the model's own on a CPU (``MODEL_CPU_IDLE_BUDGETS``); else the keystrokes' budget
         (no growth)."""
-        budget = self.prompt_settings(device_type, model)[1]
         if self.idle_token_budget is not None:
             return self.idle_token_budget
+        budget = self.prompt_settings(device_type, model)[1]
         cpu = device_type in ("cpu", "mps")
         return MODEL_CPU_IDLE_BUDGETS.get(model, budget) if cpu and self.token_budget is None else budget
 

@@ -246,12 +246,17 @@ class ModelHost:
         """Where a block ends for the model loaded: the setting, or the model's own (``Config.block_end_for``)."""
         return self.config.block_end_for(self._loaded_slot().loaded.spec)
 
+    def _anchored(self, slot: ModelSlot) -> bool:
+        """Whether prompts follow their documents' anchors and may grow in idle time: tokens generated here on a
+        CPU, where a moved prompt head costs seconds."""
+        return self.config.local and slot.loaded.device.type == "cpu"
+
     def idle_budget(self) -> int | None:
         """The token budget a document's prompts grow to in idle time (``Config.idle_budget``), None where they
         do not grow: a budget no larger than the keystrokes', or prompts not anchored (on a GPU a prefill costs
         milliseconds and the budget is the longest already; a remote engine keeps its own cache)."""
         slot = self._loaded_slot()
-        if not (self.config.local and slot.loaded.device.type == "cpu"):
+        if not self._anchored(slot):
             return None
         idle = self.config.idle_budget(slot.loaded.device.type, slot.loaded.spec)
         return idle if idle > self.prompt_settings()[1] else None
@@ -267,7 +272,7 @@ class ModelHost:
         held = self._builders.get(grown)
         if held is None or held[0] != key:
             heal = self.config.local  # remote engines cannot force the first tokens
-            anchored = self.config.local and slot.loaded.device.type == "cpu"
+            anchored = self._anchored(slot)
             grown_from = total if idle is not None else None
             named = cast(PromptLayout, layout)  # a name the settings checked
             builder = layout_builder(slot.loaded.tokenizer, named, idle or total, heal, anchored, grown_from)
