@@ -310,13 +310,27 @@ class PromptBuilder:
         ``PromptBudget.middle_lines`` (1: the cursor's line), and the rest, which opens the middle (written after
         ``<|fim_middle|>``, as if the model had written it). Typing there changes only the tokens after the
         suffix, and a line break moves the split (so the suffix is prefilled again) once every ``middle_lines``."""
-        last_line = first_line + prefix.text.count("\n")
-        split_line = last_line - last_line % self.budget.middle_lines
-        cut = (_nth_line_start(prefix.text, split_line - first_line) or 0) if split_line > first_line else 0
+        cut = self._middle_cut(prefix.text, first_line)
         head, rest = prefix.text[:cut], prefix.text[cut:]
         return _Fitted(self._encode_cached(head), head, prefix.start), _Fitted(
             self.encode(rest), rest, prefix.start + cut
         )
+
+    def _middle_cut(self, text: str, first_line: int) -> int:
+        """Where "psm-line" order splits ``text`` (code before the cursor from line ``first_line`` of the
+        document on): the start of its last line whose number is a multiple of ``PromptBudget.middle_lines``."""
+        last_line = first_line + text.count("\n")
+        split_line = last_line - last_line % self.budget.middle_lines
+        return (_nth_line_start(text, split_line - first_line) or 0) if split_line > first_line else 0
+
+    def _tail_ids(self, text: str, first_line: int) -> list[int]:
+        """Token ids of ``text`` (code before the cursor from line ``first_line`` on) as the prompt holds them: in
+        "psm-line" order its two parts (:meth:`_split_middle`) tokenized apart, the first from the cache (the same
+        while the user types within its lines: a key tokenizes only the lines after the split); else as one."""
+        if self.layout != "psm-line":
+            return self.encode(text)
+        cut = self._middle_cut(text, first_line)
+        return [*self._encode_cached(text[:cut]), *self.encode(text[cut:])]
 
     def _header(self, repo_name: str) -> list[int]:
         if not repo_name:
@@ -341,7 +355,7 @@ class PromptBuilder:
         anchor = _nth_line_start(text, request.anchor_line)
         if anchor is not None:
             tail = text[anchor:]
-            ids = self.encode(tail)
+            ids = self._tail_ids(tail, request.anchor_line)
             # it fits, and the cursor has not moved up towards it (a start chosen now would hold much more)
             if cap - 2 * headroom <= len(ids) <= cap - keep_free:
                 return _Fitted(ids, tail, anchor)
@@ -352,7 +366,7 @@ class PromptBuilder:
         possible; an anchored start needs no snapping to stay still)."""
         window_start = _line_start_at_or_after(text, max(0, len(text) - cap * CHARS_PER_TOKEN))
         if window_start == 0:
-            ids = self.encode(text)
+            ids = self._tail_ids(text, 0)
             if len(ids) <= cap:
                 return _Fitted(ids, text, 0)
         window = text[window_start:]
@@ -375,7 +389,7 @@ class PromptBuilder:
             estimate = len(starts) - bisect.bisect_left(starts, position - window_start)
             if estimate > cap + 2:
                 continue
-            ids = self.encode(text[position:])
+            ids = self._tail_ids(text[position:], text.count("\n", 0, position))
             if len(ids) <= cap:
                 return _Fitted(ids, text[position:], position)
         return None

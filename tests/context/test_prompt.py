@@ -440,3 +440,34 @@ def test_psm_lines_writes_the_cursor_s_last_lines_after_the_middle_token_so_typi
     assert head_after("ret") == head  # keys on the line: the prompt up to the middle is kept
     assert head_after("x\n    y = 1\n    ") == head  # a line break within the same lines: kept too
     assert head_after("x\n    y = 1\n    z = 2\n    w = 3\n    ") != head  # line 32: the middle starts there
+
+
+class _Recording(PromptBuilder):
+    """A builder that records each text it tokenizes without its cache."""
+
+    encoded: list[str]
+
+    def encode(self, text: str) -> list[int]:
+        self.encoded.append(text)
+        return super().encode(text)
+
+
+def test_a_key_on_an_anchored_psm_line_prompt_tokenizes_only_the_cursor_s_line_again(tokenizer: Any) -> None:
+    """The code from the anchor to the cursor's line is tokenized once (cached) and kept while the user types
+    within the line; the prompt's ids are those of a builder that tokenizes it all at every key."""
+    order, budget = layout_budget("psm-line", 600)
+    builder = _Recording(tokenizer, budget, order, heal=True, anchored=True)
+    builder.encoded = []
+    offset = SOURCE.index("return x + 150")
+    first = builder.build(PromptInput("m.py", SOURCE, offset, settled=True))
+    assert first.prefix_line > 0  # cut: the prefix starts on its anchor
+    for typed in ("r", "re", "ret"):
+        text = SOURCE[:offset] + typed + SOURCE[offset:]
+        request = PromptInput("m.py", text, offset + len(typed), anchor_line=first.prefix_line)
+        builder.encoded.clear()
+        built = builder.build(request)
+        above = "def f150(x):\n    "  # the line above and the cursor's: no text tokenized at the key spans them
+        assert not any(above in part for part in builder.encoded), typed
+        assert built.prefix_line == first.prefix_line
+        fresh = PromptBuilder(tokenizer, budget, order, heal=True, anchored=True).build(request)
+        assert built.token_ids == fresh.token_ids
