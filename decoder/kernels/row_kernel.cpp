@@ -4,8 +4,9 @@
 // ancestors in the pass (storage indices in `extra`). Its scores, softmax and weighted sum of values are one
 // fixed sequence of operations over that key sequence, whatever the other rows of the pass and whichever thread
 // runs it: a greedy one-token pass and a lookahead row at the same position with the same keys compute the same
-// bits (lossless lookahead). The query heads that share a key head are one task (each key read once for them);
-// head sizes of 64 and 128 are compiled as constants. C++ with explicit fused multiply-adds (built with
+// bits (lossless lookahead). A task is a run of the pass's rows for the query heads that share a key head: the
+// keys all its rows see go block by block through every row and head while in the first-level cache (each key
+// and value read from memory once per task, not once per row); head sizes of 64 and 128 are compiled as constants. C++ with explicit fused multiply-adds (built with
 // -ffp-contract=off); from AVX2 up the same operations are written out eight lanes at a time: eight keys' dot
 // products side by side with their tree of additions folded across the keys, a head's sum of values held in
 // registers over a block of keys that every head of the task goes through while it is in the first-level cache,
@@ -151,14 +152,15 @@ static inline void weighted_values(const float* w, const float* vh, int64_t v_po
 }
 #endif
 
-// scores[g * count + i] = (q_g . key_i) * scale for the group's heads, each key read once for them
+// scores[g * count + i] = (q_g . key_i) * scale for the group's heads and the row's keys i0 .. i1 - 1, each key
+// read once for them (eight keys at a time or one: the same bits)
 template <int D>
 static void scores(const float* q, const float* kh, int64_t k_pos_stride, int64_t first, const int64_t* mine,
-                   int64_t count, int64_t groups, int64_t dim, float scale, float* out) {
+                   int64_t i0, int64_t i1, int64_t count, int64_t groups, int64_t dim, float scale, float* out) {
     const int64_t n = D > 0 ? D : dim;
-    int64_t i = 0;
+    int64_t i = i0;
 #if ROW_SIMD
-    for (; i + 8 <= count; i += 8) {
+    for (; i + 8 <= i1; i += 8) {
         const float* key[8];
         for (int k = 0; k < 8; k++) key[k] = entry(kh, k_pos_stride, first, mine, i + k);
         for (int64_t g = 0; g < groups; g++) {
@@ -169,13 +171,13 @@ static void scores(const float* q, const float* kh, int64_t k_pos_stride, int64_
         }
     }
 #elif ROW_NEON
-    for (; i + 4 <= count; i += 4) {
+    for (; i + 4 <= i1; i += 4) {
         const float* key[4];
         for (int k = 0; k < 4; k++) key[k] = entry(kh, k_pos_stride, first, mine, i + k);
         for (int64_t g = 0; g < groups; g++) vst1q_f32(out + g * count + i, vmulq_n_f32(dots4<D>(q + g * n, key, n), scale));
     }
 #endif
-    for (; i < count; i++) {
+    for (; i < i1; i++) {
         const float* key = entry(kh, k_pos_stride, first, mine, i);
         for (int64_t g = 0; g < groups; g++) out[g * count + i] = dot<D>(q + g * n, key, n) * scale;
     }
@@ -228,54 +230,87 @@ static inline float total_of(const float* w, int64_t count) {
     return ((sums[0] + sums[4]) + (sums[2] + sums[6])) + ((sums[1] + sums[5]) + (sums[3] + sums[7]));
 }
 
-static const int64_t L1_VALUES = 16384;  // bytes of values a block of keys keeps in the first-level cache
+static const int64_t L1_KEYS = 16384;  // bytes of keys (or values) a block of keys keeps in the first-level cache
+static const int64_t TASK_ROWS = 16;   // rows at most in one task: their scores stay in the second-level cache
 
-// one row's attention for the `groups` query heads of one key head (D: the head size, 0 for dim at run time).
-// The heads' sums of values go block of keys by block of keys, every head through a block while it is in the
-// first-level cache (each value read from memory once for the group, not once per head).
+// out[g * n .. (g + 1) * n) += sum over the row's keys i0 .. i1 - 1, in order, of head g's w[i] * value_i, for the
+// group's heads (each lane a chain of fmaf in key order, carried in out from one block of keys to the next)
 template <int D>
-static void attend(const float* q, const float* kh, int64_t k_pos_stride, const float* vh, int64_t v_pos_stride,
-                   int64_t first, const int64_t* mine, int64_t count, int64_t groups, int64_t dim, float scale,
-                   float* out, std::vector<float>& weights) {
+static inline void add_values(const float* weights, int64_t count, const float* vh, int64_t v_pos_stride,
+                              int64_t first, const int64_t* mine, int64_t i0, int64_t i1, int64_t groups,
+                              int64_t dim, float* out) {
     const int64_t n = D > 0 ? D : dim;
-    weights.resize(count * groups + groups);  // head g's scores, then weights, at [g * count, (g + 1) * count)
-    scores<D>(q, kh, k_pos_stride, first, mine, count, groups, n, scale, weights.data());
-    float* total = &weights[count * groups];  // head g's sum of weights
     for (int64_t g = 0; g < groups; g++) {
-        float* w = &weights[g * count];
-        const float top = largest(w, count);
-#pragma omp simd
-        for (int64_t i = 0; i < count; i++) w[i] = exp_fixed(w[i] - top);  // lane by lane: the same bits
-        total[g] = total_of(w, count);
-    }
-    for (int64_t e = 0; e < groups * n; e++) out[e] = 0.0f;  // head g's sums at out[g * n ..]: then divided
-#if ROW_SIMD || ROW_NEON
-    const int64_t keys = L1_VALUES / (4 * n) > 8 ? L1_VALUES / (4 * n) : 8;
-    for (int64_t i0 = 0; i0 < count; i0 += keys) {
-        const int64_t i1 = i0 + keys < count ? i0 + keys : count;
-        for (int64_t g = 0; g < groups; g++) {
-            const float* w = &weights[g * count];
-            float* o = out + g * n;
-            int64_t d = 0;
-            for (; d + 64 <= n; d += 64)
-                weighted_values<64 / REG_FLOATS>(w, vh + d, v_pos_stride, first, mine, i0, i1, o + d);
-            for (; d < n; d += LANES)
-                weighted_values<LANES / REG_FLOATS>(w, vh + d, v_pos_stride, first, mine, i0, i1, o + d);
-        }  // n is a multiple of LANES (row_attention checks): every dim is covered
-    }
-#else
-    for (int64_t g = 0; g < groups; g++) {
-        const float* w = &weights[g * count];
+        const float* w = weights + g * count;
         float* o = out + g * n;
-        for (int64_t i = 0; i < count; i++) {
+#if ROW_SIMD || ROW_NEON
+        int64_t d = 0;
+        for (; d + 64 <= n; d += 64) weighted_values<64 / REG_FLOATS>(w, vh + d, v_pos_stride, first, mine, i0, i1, o + d);
+        for (; d < n; d += LANES) weighted_values<LANES / REG_FLOATS>(w, vh + d, v_pos_stride, first, mine, i0, i1, o + d);
+        // n is a multiple of LANES (row_attention checks): every dim is covered
+#else
+        for (int64_t i = i0; i < i1; i++) {
             const float* vv = entry(vh, v_pos_stride, first, mine, i);
 #pragma omp simd
             for (int64_t e = 0; e < n; e++) o[e] = fmaf(w[i], vv[e], o[e]);
         }
-    }
 #endif
-    for (int64_t g = 0; g < groups; g++)
-        for (int64_t e = 0; e < n; e++) out[g * n + e] = out[g * n + e] / total[g];
+    }
+}
+
+// A task's rows: row j's query heads at q + j * q_stride, its result at out + j * q_stride, its keys the first
+// `prefix[j]` storage entries then its own `mine[j]` (count[j] in all), its scores and weights at weights[at[j]].
+struct Rows {
+    int64_t size;
+    const int64_t *prefix, *count, *at;
+    const int64_t* const* mine;
+};
+
+// The attention of a task's rows for the `groups` query heads of one key head (D: the head size, 0 for dim at
+// run time). The keys every row sees (the shared prefix) go block by block, each block through every row and head
+// while it is in the first-level cache (each key and value read from memory once for the task, not once per row
+// and head); then each row's own keys. A row's scores, softmax and sums of values are the same operations in the
+// same order whichever rows share its task.
+template <int D>
+static void attend(const float* q, int64_t q_stride, const float* kh, int64_t k_pos_stride, const float* vh,
+                   int64_t v_pos_stride, const Rows& rows, int64_t groups, int64_t dim, float scale, float* out,
+                   float* weights) {
+    const int64_t n = D > 0 ? D : dim;
+    const int64_t block = L1_KEYS / (4 * n) > 8 ? L1_KEYS / (4 * n) : 8;
+    int64_t shared = rows.prefix[0];
+    for (int64_t j = 1; j < rows.size; j++) shared = rows.prefix[j] < shared ? rows.prefix[j] : shared;
+    for (int64_t i0 = 0; i0 < shared; i0 += block)
+        for (int64_t j = 0; j < rows.size; j++)
+            scores<D>(q + j * q_stride, kh, k_pos_stride, rows.prefix[j], rows.mine[j], i0,
+                      i0 + block < shared ? i0 + block : shared, rows.count[j], groups, n, scale, weights + rows.at[j]);
+    for (int64_t j = 0; j < rows.size; j++) {
+        const int64_t count = rows.count[j];
+        float* w = weights + rows.at[j];  // head g's scores, then weights, at [g * count, (g + 1) * count)
+        scores<D>(q + j * q_stride, kh, k_pos_stride, rows.prefix[j], rows.mine[j], shared, count, count, groups, n,
+                  scale, w);
+        float* total = w + count * groups;  // head g's sum of weights
+        for (int64_t g = 0; g < groups; g++) {
+            float* wg = w + g * count;
+            const float top = largest(wg, count);
+#pragma omp simd
+            for (int64_t i = 0; i < count; i++) wg[i] = exp_fixed(wg[i] - top);  // lane by lane: the same bits
+            total[g] = total_of(wg, count);
+        }
+        for (int64_t e = 0; e < groups * n; e++) out[j * q_stride + e] = 0.0f;  // head g's sums: then divided
+    }
+    for (int64_t i0 = 0; i0 < shared; i0 += block)
+        for (int64_t j = 0; j < rows.size; j++)
+            add_values<D>(weights + rows.at[j], rows.count[j], vh, v_pos_stride, rows.prefix[j], rows.mine[j], i0,
+                          i0 + block < shared ? i0 + block : shared, groups, n, out + j * q_stride);
+    for (int64_t j = 0; j < rows.size; j++) {
+        const int64_t count = rows.count[j];
+        const float* total = weights + rows.at[j] + count * groups;
+        float* o = out + j * q_stride;
+        add_values<D>(weights + rows.at[j], count, vh, v_pos_stride, rows.prefix[j], rows.mine[j], shared, count,
+                      groups, n, o);
+        for (int64_t g = 0; g < groups; g++)
+            for (int64_t e = 0; e < n; e++) o[g * n + e] = o[g * n + e] / total[g];
+    }
 }
 
 extern "C" {
@@ -290,22 +325,39 @@ int row_attention(const float* q, int64_t rows, int64_t heads, int64_t kv_heads,
                   float scale, float* out, int threads) {
     if (dim % LANES != 0 || dim > 256 || heads % kv_heads != 0) return -1;
     const int64_t groups = heads / kv_heads;
+    // tasks: a key head's rows in `chunks` runs of consecutive rows, key head by key head (a thread's tasks share
+    // one head's keys and values in its cache); as many tasks as threads at least, TASK_ROWS rows at most each
+    int64_t chunks = (threads + kv_heads - 1) / kv_heads;
+    chunks = chunks > (rows + TASK_ROWS - 1) / TASK_ROWS ? chunks : (rows + TASK_ROWS - 1) / TASK_ROWS;
+    chunks = chunks < rows ? chunks : rows;
+    const int64_t per = (rows + chunks - 1) / chunks;
 #pragma omp parallel num_threads(threads)
     {
         std::vector<float> weights;
+        std::vector<int64_t> count(per), at(per);
+        std::vector<const int64_t*> mine(per);
 #pragma omp for schedule(static)
-        for (int64_t task = 0; task < rows * kv_heads; task++) {  // a row's query heads that share a key head
-            // key head by key head: a thread's tasks share one head's keys and values in its cache
-            const int64_t kvh = task / rows, j = task % rows, at = (j * heads + kvh * groups) * dim;
-            const int64_t first = prefix[j], count = first + extra_start[j + 1] - extra_start[j];
-            const int64_t* mine = extra + extra_start[j];
+        for (int64_t task = 0; task < chunks * kv_heads; task++) {
+            const int64_t kvh = task / chunks, j0 = (task % chunks) * per;
+            const int64_t size = j0 + per < rows ? per : rows - j0;
+            if (size <= 0) continue;
+            int64_t room = 0;
+            for (int64_t j = 0; j < size; j++) {
+                count[j] = prefix[j0 + j] + extra_start[j0 + j + 1] - extra_start[j0 + j];
+                mine[j] = extra + extra_start[j0 + j];
+                at[j] = room;
+                room += (count[j] + 1) * groups;
+            }
+            weights.resize(room);
+            const Rows mine_rows = {size, prefix + j0, count.data(), at.data(), mine.data()};
+            const int64_t first = (j0 * heads + kvh * groups) * dim, q_stride = heads * dim;
             const float *kh = k + kvh * k_head_stride, *vh = v + kvh * v_head_stride;
             if (dim == 64)
-                attend<64>(q + at, kh, k_pos_stride, vh, v_pos_stride, first, mine, count, groups, dim, scale, out + at, weights);
+                attend<64>(q + first, q_stride, kh, k_pos_stride, vh, v_pos_stride, mine_rows, groups, dim, scale, out + first, weights.data());
             else if (dim == 128)
-                attend<128>(q + at, kh, k_pos_stride, vh, v_pos_stride, first, mine, count, groups, dim, scale, out + at, weights);
+                attend<128>(q + first, q_stride, kh, k_pos_stride, vh, v_pos_stride, mine_rows, groups, dim, scale, out + first, weights.data());
             else
-                attend<0>(q + at, kh, k_pos_stride, vh, v_pos_stride, first, mine, count, groups, dim, scale, out + at, weights);
+                attend<0>(q + first, q_stride, kh, k_pos_stride, vh, v_pos_stride, mine_rows, groups, dim, scale, out + first, weights.data());
         }
     }
     return 0;
