@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from lookahead_lsp.decoder.kv import common_prefix_len
+
 
 @dataclass(frozen=True)
 class Draft:
@@ -84,6 +86,36 @@ class NgramTable:
             if len(drafts) >= max_count:
                 break
         return drafts
+
+
+class PromptNgrams(NgramTable):
+    """Drafts from a generation's context: its prompt, then what it has written (one sequence, grown by
+    :meth:`extend` with handle 0). Kept from one generation to the next of a document, it is aimed at a new
+    prompt by :meth:`follow`, which unindexes only what follows the part the two share and indexes the new
+    tail: a key's prompt, most of it the last one's, costs what changed, not its length. What it holds is
+    then what a table built on the new prompt alone would hold, in the same order (the same drafts)."""
+
+    def __init__(self, name: str = "prompt", max_match: int = 4) -> None:
+        super().__init__(name, max_match)
+        self.add_sequence(())
+
+    @property
+    def tokens(self) -> Sequence[int]:
+        return self._seqs[0]
+
+    def follow(self, tokens: Sequence[int]) -> None:
+        """Hold ``tokens`` (and nothing after them)."""
+        seq = self._seqs[0]
+        keep = common_prefix_len(seq, tokens)
+        for end in range(len(seq) - 1, keep - 1, -1):  # the most recent entries of their lists, latest first
+            for k in range(1, min(self.max_match, end + 1) + 1):
+                key = tuple(seq[end - k + 1 : end + 1])
+                where = self._where[key]
+                where.pop()
+                if not where:
+                    del self._where[key]
+        del seq[keep:]
+        self.extend(0, tokens[keep:])
 
 
 class SequenceNgrams(NgramTable):

@@ -13,12 +13,13 @@ from __future__ import annotations
 import copy
 import logging
 import time
-from collections.abc import Sequence
+from collections import OrderedDict
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field, replace
 
 import torch
 
-from lookahead_lsp.decoder.drafts import Draft, DraftSource, JacobiPool, NgramTable
+from lookahead_lsp.decoder.drafts import Draft, DraftSource, JacobiPool, PromptNgrams
 from lookahead_lsp.decoder.forward import forward
 from lookahead_lsp.decoder.kv import PrefixKV, common_prefix_len
 from lookahead_lsp.decoder.policy import (
@@ -84,6 +85,18 @@ class LookaheadDecoder(SlotDecoder):
         if self.config.jacobi is None:
             self.config = replace(self.config, jacobi=default_jacobi(self.cost, self.config.ngram))
         self.acceptance = AcceptanceModel()
+        # each cache slot's prompt drafts, as its last generation left them (re-aimed at the next prompt)
+        self._prompt_ngrams: OrderedDict[Hashable | None, PromptNgrams] = OrderedDict()
+
+    def prompt_ngrams(self, slot: Hashable | None, prompt: Sequence[int]) -> PromptNgrams:
+        """The prompt-lookup table of a generation in ``slot``: its last one's, re-aimed at ``prompt`` (one table
+        per cache slot, the least recently used let go beyond the slots and their spare)."""
+        table = self._prompt_ngrams.pop(slot, None) or PromptNgrams("prompt", self.config.max_match)
+        table.follow(prompt)
+        self._prompt_ngrams[slot] = table
+        while len(self._prompt_ngrams) > self.slots.capacity + 1:
+            self._prompt_ngrams.popitem(last=False)
+        return table
 
     def generate(self, request: DecodeRequest) -> DecodeResult:
         kv = self.slots.for_prompt(request.slot, request.prompt_ids)
@@ -120,8 +133,7 @@ class _Run:
         self.g = decoder.config.verify or 0  # set by the decoder when the configuration left it open
         decoder.acceptance.begin()
         self.context: list[int] = list(request.prompt_ids)
-        self.prompt = NgramTable("prompt", self.cfg.max_match)
-        self.prompt_handle = self.prompt.add_sequence(self.context)
+        self.prompt = decoder.prompt_ngrams(request.slot, self.context)
         self.pool = JacobiPool()
         self.sources: list[DraftSource] = []
         if self.cfg.prompt_drafts:
@@ -136,7 +148,7 @@ class _Run:
 
     def extend(self, tokens: Sequence[int]) -> None:
         self.context.extend(tokens)
-        self.prompt.extend(self.prompt_handle, tokens)
+        self.prompt.extend(0, tokens)
         self._settle_shadows()
 
     # --- evidence from drafts that were not verified --------------------------------------------------------
