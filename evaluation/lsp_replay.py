@@ -392,6 +392,7 @@ class Pause:
     prefilled: int | None = None  # prompt tokens the key's model run prefilled (None: no run's stats seen)
     prompt_tokens: int | None = None  # the key's prompt, in tokens (a longer one costs each decoding step more)
     context_files: tuple[str, ...] | None = None  # other files whose sections the key's prompt held (None: unseen)
+    run: dict[str, Any] | None = None  # the key's model run: its stages' ms (latencyMs), steps and new tokens
 
     def at(self, seconds: float) -> str:
         """The text shown ``seconds`` after the key."""
@@ -446,6 +447,7 @@ def watch_pause(client: LspClient, hole: Hole, uri: str, version: int, mode: str
             pause.prefilled = stats[0].get("prefilledTokens")
             pause.prompt_tokens = stats[0].get("promptTokens")
             pause.context_files = tuple(stats[0].get("contextFiles") or ())
+            pause.run = run_figures(stats[0])
         ready = [m["params"] for m in messages if m["method"] == READY and m["params"].get("uri") == uri]
         final = final or any(p.get("requestId") == request_id and p.get("final") for p in ready)
         if ready and time.perf_counter() - t0 < WATCH_S:
@@ -456,6 +458,12 @@ def watch_pause(client: LspClient, hole: Hole, uri: str, version: int, mode: str
         if not ready:
             time.sleep(0.01)
     return pause
+
+
+def run_figures(stats: dict[str, Any]) -> dict[str, Any]:
+    """Where a model run's time went, from its ``lookahead/completionStats``: each stage's milliseconds, the
+    decoding steps (passes) and the tokens they wrote."""
+    return {**stats.get("latencyMs", {}), "steps": stats.get("steps"), "newTokens": stats.get("newTokens")}
 
 
 def _last_warm(client: LspClient) -> dict[str, Any]:
@@ -595,12 +603,30 @@ def pauses_markdown(pauses: list[Pause]) -> str:
                 sum(p.final.rstrip() == p.hole.middle.rstrip() for p in mine),
                 _tokens([p.prefilled for p in mine]),
                 _tokens([p.prompt_tokens for p in mine]),
+                _ms([_stage(p, "prompt") for p in mine]),
+                _ms([_stage(p, "decode", per_step=True) for p in mine]),
             ]
         )
     headers = ["mode", "pauses", "first ghost p50 s", "whole line p50 s", "lines whole", "whole block p50 s",
                "blocks whole", "exact at 1 s", "exact at 3 s", "exact at the end",
-               "key prefill p50 / max tokens", "prompt p50 / max tokens"]  # fmt: skip
+               "key prefill p50 / max tokens", "prompt p50 / max tokens", "prompt built p50 ms",
+               "decoding ms per step p50"]  # fmt: skip
     return markdown_table(headers, rows)
+
+
+def _stage(pause: Pause, name: str, per_step: bool = False) -> float | None:
+    """A stage's milliseconds in the key's model run (``per_step``: divided by its decoding steps), if seen."""
+    run = pause.run or {}
+    ms, steps = run.get(name), run.get("steps")
+    if ms is None or (per_step and not steps):
+        return None
+    return float(ms) / steps if per_step else float(ms)
+
+
+def _ms(values: list[float | None]) -> str:
+    """The median of the values seen, in milliseconds ("" where none was)."""
+    seen = sorted(v for v in values if v is not None)
+    return f"{_lower_median(seen):.1f}" if seen else ""
 
 
 def _tokens(counts: list[int | None]) -> str:
@@ -618,6 +644,7 @@ def pauses_to_json(pauses: list[Pause]) -> list[dict[str, Any]]:
             "shown": p.shown,
             "prefilled": p.prefilled,
             "prompt_tokens": p.prompt_tokens,
+            "run": p.run,
         }
         for p in pauses
     ]
@@ -632,6 +659,7 @@ def pauses_from_json(rows: list[dict[str, Any]]) -> list[Pause]:
         prefix = "\n" * (int(line) - 1) + " " * int(column)  # the same id; the table needs no more
         hole = Hole(workload, "", path, prefix, row["middle"], "")
         shown = [(float(t), str(text)) for t, text in row["shown"]]
-        # older runs: no "prefilled", no "prompt_tokens"
-        pauses.append(Pause(row["mode"], hole, shown, row.get("prefilled"), row.get("prompt_tokens")))
+        # older runs: no "prefilled", no "prompt_tokens", no "run"
+        pause = Pause(row["mode"], hole, shown, row.get("prefilled"), row.get("prompt_tokens"), run=row.get("run"))
+        pauses.append(pause)
     return pauses
