@@ -36,13 +36,13 @@ MODEL_CPU_LAYOUTS: dict[str, str] = {"embedded": "psm-lines"}
 in three languages, docs/benchmarks.md); the 1.5B, like the models trained for it, answers best asked at the
 line start, as the Qwen2.5-Coder report's protocol asks."""
 
-MODEL_CPU_IDLE_BUDGETS: dict[str, int] = {"embedded-1.5b": 2048}
+MODEL_CPU_IDLE_BUDGETS: dict[str, int] = {"embedded": 2048, "embedded-1.5b": 2048}
 """``idleTokenBudget: null`` on a CPU for the models measured to answer better with a longer prompt: the token
 budget a document's prompt grows to once the daemon has prefilled it in idle time (the keystrokes after it then
-re-prefill only what they change: ``context/anchors.py``). The 1.5B grown to 2048 tokens was exact on 31 and 40 of
-80 cross-file holes against 21 and 32 on 512 (cattrs, rich, each file prefilled before the key: docs/benchmarks.md,
-"A prompt that grows in idle time"); the 0.5B at 1024 tokens gained nothing (124 against 121 of 320), so its
-prompts do not grow."""
+re-prefill only what they change: ``context/anchors.py``). Each file prefilled before the key, cross-file holes of
+rich and cattrs (80 each, docs/benchmarks.md, "A prompt that grows in idle time" and "Long prompts at the key"):
+the 1.5B grown to 2048 tokens exact on 40 and 31 against 32 and 21 on 512, the 0.5B on 32 and 20 against 25 and
+13; in-file holes no worse (33, 30 against 31, 28; 22, 16 against 22, 13)."""
 
 MODEL_BLOCK_ENDS: dict[str, BlockEnd] = {"embedded-1.5b": "model"}
 """``blockEnd: "auto"`` for the models measured to end their middles themselves (``model``: a block ends at the
