@@ -617,10 +617,10 @@ def pauses_markdown(pauses: list[Pause]) -> str:
 def _stage(pause: Pause, name: str, per_step: bool = False) -> float | None:
     """A stage's milliseconds in the key's model run (``per_step``: divided by its decoding steps), if seen."""
     run = pause.run or {}
-    ms, steps = run.get(name), run.get("steps")
+    ms, steps = run.get(name), run.get("steps") or 0
     if ms is None or (per_step and not steps):
         return None
-    return float(ms) / steps if per_step else float(ms)
+    return float(ms) / int(steps) if per_step else float(ms)
 
 
 def _ms(values: list[float | None]) -> str:

@@ -61,6 +61,9 @@ def test_pauses_are_watched_until_the_run_ends_and_tabled(
         assert pause.prefilled is not None and 0 <= pause.prefilled < 4096  # the key's run, from its stats
     slowed = [p.first_s() for p in pauses if p.mode == "baseline"]
     assert all(s is not None and s >= SLOW_MS / 1000.0 for s in slowed)  # the key's run was the baseline's command's
+    assert all(p.run is not None and "prompt" in p.run for p in pauses)  # each key's run, its stages timed
+    slow_steps = [p.run for p in pauses if p.mode == "baseline" and p.run and p.run["steps"]]
+    assert slow_steps and all(run["decode"] / run["steps"] >= SLOW_MS for run in slow_steps)
     table = pauses_markdown(pauses)
     assert "| progressive | 2 |" in table and "| no deadlines | 2 |" in table and "| baseline | 2 |" in table
     saved = tmp_path / "pauses.json"
