@@ -6,11 +6,12 @@
 // runs it: a greedy one-token pass and a lookahead row at the same position with the same keys compute the same
 // bits (lossless lookahead). A task is a run of the pass's rows for the query heads that share a key head: the
 // keys all its rows see go block by block through every row and head while in the first-level cache (each key
-// and value read from memory once per task, not once per row); head sizes of 64 and 128 are compiled as constants. C++ with explicit fused multiply-adds (built with
-// -ffp-contract=off); from AVX2 up the same operations are written out eight lanes at a time: eight keys' dot
-// products side by side with their tree of additions folded across the keys, a head's sum of values held in
-// registers over a block of keys that every head of the task goes through while it is in the first-level cache,
-// so every level computes the scalar build's bits. On ARM64 (the neon and i8mm levels) the same is written four
+// and value read from memory once per task, not once per row); head sizes of 64 and 128 are compiled as
+// constants. C++ with explicit fused multiply-adds (built with -ffp-contract=off); from AVX2 up the same
+// operations are written out eight lanes at a time: eight keys' dot products side by side with their tree of
+// additions folded across the keys, a head's sum of values held in registers over a block of keys that every
+// row and head of the task goes through while it is in the first-level cache, so every level computes the scalar
+// build's bits. On ARM64 (the neon and i8mm levels) the same is written four
 // lanes at a time with NEON: four keys' dot products side by side, their trees folded across the keys by zips.
 //
 // Built with decoder/woq_kernel.cpp into one library by decoder/woq_native.py.
