@@ -89,11 +89,11 @@ class NgramTable:
 
 
 class PromptNgrams(NgramTable):
-    """Drafts from a generation's context: its prompt, then what it has written (one sequence, grown by
-    :meth:`extend` with handle 0). Kept from one generation to the next of a document, it is aimed at a new
-    prompt by :meth:`follow`, which unindexes only what follows the part the two share and indexes the new
-    tail: a key's prompt, most of it the last one's, costs what changed, not its length. What it holds is
-    then what a table built on the new prompt alone would hold, in the same order (the same drafts)."""
+    """Drafts from a generation's context: its prompt, then what it has written (:meth:`write`), one sequence.
+    Kept from one generation to the next of a document, it is aimed at a new prompt by :meth:`follow`, which
+    unindexes only what follows the part the two share and indexes the new tail: a key's prompt, most of it the
+    last one's, costs what changed, not its length. What it holds is then what a table built on the new prompt
+    alone would hold, in the same order (the same drafts)."""
 
     def __init__(self, name: str = "prompt", max_match: int = 4) -> None:
         super().__init__(name, max_match)
@@ -102,6 +102,10 @@ class PromptNgrams(NgramTable):
     @property
     def tokens(self) -> Sequence[int]:
         return self._seqs[0]
+
+    def write(self, tokens: Sequence[int]) -> None:
+        """What the generation wrote after its prompt (or after what it wrote before)."""
+        self.extend(0, tokens)
 
     def follow(self, tokens: Sequence[int]) -> None:
         """Hold ``tokens`` (and nothing after them)."""

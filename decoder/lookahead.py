@@ -148,7 +148,7 @@ class _Run:
 
     def extend(self, tokens: Sequence[int]) -> None:
         self.context.extend(tokens)
-        self.prompt.extend(0, tokens)
+        self.prompt.write(tokens)
         self._settle_shadows()
 
     # --- evidence from drafts that were not verified --------------------------------------------------------

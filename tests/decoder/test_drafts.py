@@ -25,7 +25,7 @@ def test_a_table_aimed_at_each_next_prompt_holds_and_drafts_what_a_fresh_table_w
         prompt = prompt[:cut] + [rng.randrange(12) for _ in range(rng.randrange(0, 15))]
         kept.follow(prompt)
         written = [rng.randrange(12) for _ in range(rng.randrange(0, 10))]
-        kept.extend(0, written)  # what the generation writes after its prompt
+        kept.write(written)  # what the generation writes after its prompt
         fresh = _fresh(prompt + written)
         assert list(kept.tokens) == prompt + written
         assert kept._where == fresh._where, turn
