@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from lookahead_lsp.decoder.kv import common_prefix_len
+from lookahead_lsp.decoder.ids import common_prefix_len
 
 
 @dataclass(frozen=True)

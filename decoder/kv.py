@@ -19,19 +19,12 @@ import torch
 from transformers import DynamicCache
 from transformers.cache_utils import Cache, DynamicLayer
 
+from lookahead_lsp.decoder.ids import common_prefix_len
+
 MIN_CAPACITY = 256  # entries a layer's buffer holds at first, and the least spare room it keeps when it grows
 GROWTH = 4  # a full buffer grows to what it must hold plus a quarter (at least MIN_CAPACITY): copies stay rare
 # (amortised: each entry copied about four times at most), the spare room small (doubling kept up to as much
 # again as the prompt: 49 MB for a 2,000-token prompt of the 0.5B model in float32)
-
-
-def common_prefix_len(a: Sequence[int], b: Sequence[int]) -> int:
-    """Length of the longest common prefix of two id sequences."""
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
 
 
 class GrowingLayer(DynamicLayer):

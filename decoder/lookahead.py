@@ -21,7 +21,8 @@ import torch
 
 from lookahead_lsp.decoder.drafts import Draft, DraftSource, JacobiPool, PromptNgrams
 from lookahead_lsp.decoder.forward import forward
-from lookahead_lsp.decoder.kv import PrefixKV, common_prefix_len
+from lookahead_lsp.decoder.ids import common_prefix_len
+from lookahead_lsp.decoder.kv import PrefixKV
 from lookahead_lsp.decoder.policy import (
     AcceptanceModel,
     CostModel,

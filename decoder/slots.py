@@ -21,7 +21,8 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Hashable, Sequence
 
-from lookahead_lsp.decoder.kv import PrefixKV, common_prefix_len
+from lookahead_lsp.decoder.ids import common_prefix_len
+from lookahead_lsp.decoder.kv import PrefixKV
 
 DEFAULT_SLOTS = 2  # the file being edited and the one before it: flipping between two files is the common case
 

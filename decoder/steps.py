@@ -14,7 +14,8 @@ from typing import Protocol
 import torch
 
 from lookahead_lsp.decoder.forward import Preempted, forward, preemptible, prefill
-from lookahead_lsp.decoder.kv import PrefixKV, common_prefix_len
+from lookahead_lsp.decoder.ids import common_prefix_len
+from lookahead_lsp.decoder.kv import PrefixKV
 from lookahead_lsp.decoder.slots import KVSlots
 from lookahead_lsp.decoder.types import CancelToken, DecodeRequest, DecodeResult, DecodeStats, FinishReason
 

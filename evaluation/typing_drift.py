@@ -31,7 +31,7 @@ from lookahead_lsp.context.anchors import PromptAnchors
 from lookahead_lsp.context.definitions import CursorContext, cursor_context
 from lookahead_lsp.context.prompt import BuiltPrompt, PromptInput
 from lookahead_lsp.decoder.greedy import GreedyDecoder
-from lookahead_lsp.decoder.kv import common_prefix_len
+from lookahead_lsp.decoder.ids import common_prefix_len
 from lookahead_lsp.evaluation.report import markdown_table
 from lookahead_lsp.evaluation.speed import ContextBuilder, model_limits
 from lookahead_lsp.evaluation.workloads import SourceFile
