@@ -325,6 +325,7 @@ int row_attention(const float* q, int64_t rows, int64_t heads, int64_t kv_heads,
                   int64_t v_pos_stride, const int64_t* prefix, const int64_t* extra_start, const int64_t* extra,
                   float scale, float* out, int threads) {
     if (dim % LANES != 0 || dim > 256 || heads % kv_heads != 0) return -1;
+    if (rows <= 0) return 0;  // no rows: nothing to attend (and no runs of rows to make)
     const int64_t groups = heads / kv_heads;
     // tasks: a key head's rows in `chunks` runs of consecutive rows, key head by key head (a thread's tasks share
     // one head's keys and values in its cache); as many tasks as threads at least, TASK_ROWS rows at most each

@@ -132,6 +132,15 @@ def test_the_native_kernel_refuses_heads_it_cannot_take() -> None:
         kernel.attention(torch.randn(1, 2, 24), keys, keys, (plan.prefix, plan.start, plan.extra), 1.0)
 
 
+def test_a_pass_of_no_rows_attends_to_nothing() -> None:
+    kernel = built_kernel()
+    assert kernel is not None
+    keys = torch.randn(2, 4, 64)
+    empty = torch.zeros(0, dtype=torch.int64)
+    out = kernel.attention(torch.randn(0, 4, 64), keys, keys, (empty, torch.zeros(1, dtype=torch.int64), empty), 1.0)
+    assert out.shape == (0, 4, 64)
+
+
 def test_a_plan_spans_blocks_and_gathers_only_rows_that_left_storage_order() -> None:
     past = BLOCK - 2  # the pass crosses a block boundary at its third position
     parents = [-1, 0, 1, 0, 3, 4]  # rows 3..5: a second branch from row 0
