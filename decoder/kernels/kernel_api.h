@@ -40,18 +40,20 @@ const char* woq_isa(void);
 // Passes of n = 1 to 4 rows whose bit n - 1 is set in `mask` take AVX-512's two-tile loop (decoder/tile_pairs.py
 // times both); mask < 0 only asks. The mask in force before, or -1 at a level without the two-tile loop.
 int64_t woq_pair_rows(int64_t mask);
-int row_attention(const float* q, int64_t rows, int64_t heads, int64_t kv_heads, int64_t dim, const float* k,
-                  int64_t k_head_stride, int64_t k_pos_stride, const float* v, int64_t v_head_stride,
+// keys and values float32, or IEEE half where kv_half (native_math.h's half_to_float: read exactly as float32)
+int row_attention(const float* q, int64_t rows, int64_t heads, int64_t kv_heads, int64_t dim, const void* k,
+                  int64_t k_head_stride, int64_t k_pos_stride, const void* v, int64_t v_head_stride,
                   int64_t v_pos_stride, const int64_t* prefix, const int64_t* extra_start, const int64_t* extra,
-                  float scale, float* out, int threads);
+                  float scale, float* out, int threads, int kv_half);
 int residual_rms_norm(float* residual, const float* delta, int64_t rows, int64_t cols, const float* weight,
                       float eps, float* out);
 int rope_rows(float* x, int64_t rows, int64_t heads, int64_t dim, int64_t row_stride, const float* cos,
               const float* sin);
 int swiglu_rows(const float* gate_up, int64_t rows, int64_t inter, float* out, int threads);
 int64_t layer_scratch_floats(const Layer* layer, int64_t rows);
+// the cache's keys and values float32, or IEEE half where kv_half (written rounded to nearest, ties to even)
 int native_layer(const Layer* layer, float* residual, float* x, int64_t rows, const float* cos, const float* sin,
-                 float* keys, int64_t k_head_stride, int64_t k_pos_stride, float* values, int64_t v_head_stride,
+                 void* keys, int64_t k_head_stride, int64_t k_pos_stride, void* values, int64_t v_head_stride,
                  int64_t v_pos_stride, int64_t held, const int64_t* prefix, const int64_t* extra_start,
-                 const int64_t* extra, float* scratch, int64_t room, int64_t kv_only, int threads);
+                 const int64_t* extra, float* scratch, int64_t room, int64_t kv_only, int threads, int kv_half);
 }

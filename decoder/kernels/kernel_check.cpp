@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "kernel_api.h"
+#include "native_math.h"
 
 static const int THREADS = 2;
 
@@ -148,8 +149,14 @@ static void attention(Numbers& rng, Output& out) {
         std::vector<float> q = rng.floats(rows * heads * dim, 1), k = rng.floats(kv_heads * stored * dim, 1);
         std::vector<float> v = rng.floats(kv_heads * stored * dim), o(rows * heads * dim);
         row_attention(q.data(), rows, heads, kv_heads, dim, k.data(), stored * dim, dim, v.data(), stored * dim, dim,
-                      prefix, start.data(), extra.data(), scale, o.data(), THREADS);
+                      prefix, start.data(), extra.data(), scale, o.data(), THREADS, 0);
         out.record("attention dim " + std::to_string(dim), o);
+        std::vector<uint16_t> k16(k.size()), v16(v.size());  // the same keys and values in a half cache
+        for (size_t e = 0; e < k.size(); e++) k16[e] = float_to_half(k[e]);
+        for (size_t e = 0; e < v.size(); e++) v16[e] = float_to_half(v[e]);
+        row_attention(q.data(), rows, heads, kv_heads, dim, k16.data(), stored * dim, dim, v16.data(), stored * dim,
+                      dim, prefix, start.data(), extra.data(), scale, o.data(), THREADS, 1);
+        out.record("attention half dim " + std::to_string(dim), o);
     }
 }
 

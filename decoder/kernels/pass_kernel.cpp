@@ -21,6 +21,17 @@
 #include <string.h>
 
 #include "kernel_api.h"
+#include "native_math.h"
+
+// n floats into a cache entry `at` elements into `cache`: as they are, or (half) rounded to IEEE half
+static void store(void* cache, int half, int64_t at, const float* from, int64_t n) {
+    if (!half) {
+        memcpy((float*)cache + at, from, n * sizeof(float));
+        return;
+    }
+    uint16_t* to = (uint16_t*)cache + at;
+    for (int64_t e = 0; e < n; e++) to[e] = float_to_half(from[e]);
+}
 
 extern "C" {
 
@@ -30,9 +41,9 @@ int64_t layer_scratch_floats(const Layer* w, int64_t rows) {
 }
 
 int native_layer(const Layer* w, float* residual, float* x, int64_t rows, const float* cos, const float* sin,
-                 float* keys, int64_t k_head_stride, int64_t k_pos_stride, float* values, int64_t v_head_stride,
+                 void* keys, int64_t k_head_stride, int64_t k_pos_stride, void* values, int64_t v_head_stride,
                  int64_t v_pos_stride, int64_t held, const int64_t* prefix, const int64_t* extra_start,
-                 const int64_t* extra, float* scratch, int64_t room, int64_t kv_only, int threads) {
+                 const int64_t* extra, float* scratch, int64_t room, int64_t kv_only, int threads, int kv_half) {
     if (room < layer_scratch_floats(w, rows) || kv_only < 0 || kv_only >= rows) return -5;
     const int64_t d = w->dim, q_width = w->heads * d, kv_width = w->kv_heads * d, inter = w->gate_up.rows / 2;
     float* qkv = scratch;
@@ -48,8 +59,10 @@ int native_layer(const Layer* w, float* residual, float* x, int64_t rows, const 
         const float* row = qkv + j * w->qkv.rows;
         memcpy(query + j * q_width, row, q_width * sizeof(float));
         for (int64_t h = 0; h < w->kv_heads; h++) {
-            memcpy(keys + h * k_head_stride + (held + j) * k_pos_stride, row + q_width + h * d, d * sizeof(float));
-            memcpy(values + h * v_head_stride + (held + j) * v_pos_stride, row + q_width + kv_width + h * d, d * sizeof(float));
+            const int64_t k_at = h * k_head_stride + (held + j) * k_pos_stride;
+            const int64_t v_at = h * v_head_stride + (held + j) * v_pos_stride;
+            store(keys, kv_half, k_at, row + q_width + h * d, d);
+            store(values, kv_half, v_at, row + q_width + kv_width + h * d, d);
         }
     }
     // From here on only the rows after the first kv_only: their query, plan entries, residual and input.
@@ -58,7 +71,7 @@ int native_layer(const Layer* w, float* residual, float* x, int64_t rows, const 
     float* in = x + kv_only * w->hidden;
     if (row_attention(query + kv_only * q_width, full, w->heads, w->kv_heads, d, keys, k_head_stride, k_pos_stride,
                       values, v_head_stride, v_pos_stride, prefix + kv_only, extra_start + kv_only, extra, w->scale,
-                      attended, threads) != 0)
+                      attended, threads, kv_half) != 0)
         return -2;
     if (woq_linear(attended, full, w->o.jobs, (int)w->o.count, o, w->o.rows, threads) != 0) return -1;
     if (residual_rms_norm(res, o, full, w->hidden, w->post_norm, w->eps, in) != 0) return -3;

@@ -44,18 +44,23 @@ static const int REG_FLOATS = 4;
 #endif
 
 // a row's key or value i in its key order: storage entry i of the shared prefix, then its own ancestors'
-static inline const float* entry(const float* head, int64_t pos_stride, int64_t first, const int64_t* mine, int64_t i) {
+template <typename T>
+static inline const T* entry(const T* head, int64_t pos_stride, int64_t first, const int64_t* mine, int64_t i) {
     return head + (i < first ? i : mine[i - first]) * pos_stride;
 }
 
+// a key or value element as float32: the cache holds float32 or IEEE half (native_math.h; exact either way)
+static inline float widen(float x) { return x; }
+static inline float widen(uint16_t x) { return half_to_float(x); }
+
 // q . k over dim (a multiple of LANES): LANES partial sums, then a fixed tree
-template <int D>
-static inline float dot(const float* q, const float* k, int64_t dim) {
+template <int D, typename T>
+static inline float dot(const float* q, const T* k, int64_t dim) {
     const int64_t n = D > 0 ? D : dim;
     float acc[LANES] = {0};
     for (int64_t d = 0; d < n; d += LANES) {
 #pragma omp simd
-        for (int l = 0; l < LANES; l++) acc[l] = fmaf(q[d + l], k[d + l], acc[l]);
+        for (int l = 0; l < LANES; l++) acc[l] = fmaf(q[d + l], widen(k[d + l]), acc[l]);
     }
     float h8[8], h4[4];
     for (int l = 0; l < 8; l++) h8[l] = acc[l] + acc[l + 8];
@@ -64,20 +69,24 @@ static inline float dot(const float* q, const float* k, int64_t dim) {
 }
 
 #if ROW_SIMD
+// eight elements of a key or value as float32
+static inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
+static inline __m256 load8(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)p)); }
+
 // The same sums as dot, eight keys at a time: their partial sums in registers, the tree folded across keys
 // (every addition of dot's tree, in its order, each lane one key's).
 
 // keys[0..3]: each key's 16 partial sums with q folded once (dot's h8: lanes l + lanes l + 8)
-template <int D>
-static inline void folded4(const float* q, const float* const* key, int64_t dim, __m256* h8) {
+template <int D, typename T>
+static inline void folded4(const float* q, const T* const* key, int64_t dim, __m256* h8) {
     const int64_t n = D > 0 ? D : dim;
     __m256 low[4], high[4];
     for (int k = 0; k < 4; k++) low[k] = high[k] = _mm256_setzero_ps();
     for (int64_t d = 0; d < n; d += LANES) {
         const __m256 a = _mm256_loadu_ps(q + d), b = _mm256_loadu_ps(q + d + 8);
         for (int k = 0; k < 4; k++) {
-            low[k] = _mm256_fmadd_ps(a, _mm256_loadu_ps(key[k] + d), low[k]);
-            high[k] = _mm256_fmadd_ps(b, _mm256_loadu_ps(key[k] + d + 8), high[k]);
+            low[k] = _mm256_fmadd_ps(a, load8(key[k] + d), low[k]);
+            high[k] = _mm256_fmadd_ps(b, load8(key[k] + d + 8), high[k]);
         }
     }
     for (int k = 0; k < 4; k++) h8[k] = _mm256_add_ps(low[k], high[k]);
@@ -100,26 +109,30 @@ static inline __m256 tree8(const __m256* h8) {
 
 // out[0..8 * CH) += sum over the row's keys i0 .. i1 - 1, in order, of w[i] * value_i[0..8 * CH) (each lane a
 // chain of fmaf, carried in out from one block of keys to the next)
-template <int CH>
-static inline void weighted_values(const float* w, const float* vh, int64_t v_pos_stride, int64_t first,
+template <int CH, typename T>
+static inline void weighted_values(const float* w, const T* vh, int64_t v_pos_stride, int64_t first,
                                    const int64_t* mine, int64_t i0, int64_t i1, float* out) {
     __m256 acc[CH];
     for (int c = 0; c < CH; c++) acc[c] = _mm256_loadu_ps(out + 8 * c);
     for (int64_t i = i0; i < i1; i++) {
-        const float* vv = entry(vh, v_pos_stride, first, mine, i);
+        const T* vv = entry(vh, v_pos_stride, first, mine, i);
         const __m256 wi = _mm256_set1_ps(w[i]);
-        for (int c = 0; c < CH; c++) acc[c] = _mm256_fmadd_ps(wi, _mm256_loadu_ps(vv + 8 * c), acc[c]);
+        for (int c = 0; c < CH; c++) acc[c] = _mm256_fmadd_ps(wi, load8(vv + 8 * c), acc[c]);
     }
     for (int c = 0; c < CH; c++) _mm256_storeu_ps(out + 8 * c, acc[c]);
 }
 
 #elif ROW_NEON
+// four elements of a key or value as float32
+static inline float32x4_t load4(const float* p) { return vld1q_f32(p); }
+static inline float32x4_t load4(const uint16_t* p) { return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p))); }
+
 // The same sums as dot, four keys at a time: each key's 16 partial sums in four registers, the tree folded
 // across the keys (every addition of dot's tree, in its order, each lane one key's).
 
 // the dots of q with key[0..3], key k in lane k
-template <int D>
-static inline float32x4_t dots4(const float* q, const float* const* key, int64_t dim) {
+template <int D, typename T>
+static inline float32x4_t dots4(const float* q, const T* const* key, int64_t dim) {
     const int64_t n = D > 0 ? D : dim;
     float32x4_t acc[4][4];  // key k's partial sums 4c .. 4c + 3 in acc[k][c]
     for (int k = 0; k < 4; k++)
@@ -128,7 +141,7 @@ static inline float32x4_t dots4(const float* q, const float* const* key, int64_t
         float32x4_t x[4];
         for (int c = 0; c < 4; c++) x[c] = vld1q_f32(q + d + 4 * c);
         for (int k = 0; k < 4; k++)
-            for (int c = 0; c < 4; c++) acc[k][c] = vfmaq_f32(acc[k][c], x[c], vld1q_f32(key[k] + d + 4 * c));
+            for (int c = 0; c < 4; c++) acc[k][c] = vfmaq_f32(acc[k][c], x[c], load4(key[k] + d + 4 * c));
     }
     float32x4_t h4[4];  // dot's h4 of key k: (acc[l] + acc[l + 8]) + (acc[l + 4] + acc[l + 12])
     for (int k = 0; k < 4; k++) h4[k] = vaddq_f32(vaddq_f32(acc[k][0], acc[k][2]), vaddq_f32(acc[k][1], acc[k][3]));
@@ -140,14 +153,14 @@ static inline float32x4_t dots4(const float* q, const float* const* key, int64_t
 
 // out[0..4 * CH) += sum over the row's keys i0 .. i1 - 1, in order, of w[i] * value_i[0..4 * CH) (each lane a
 // chain of fmaf, carried in out from one block of keys to the next)
-template <int CH>
-static inline void weighted_values(const float* w, const float* vh, int64_t v_pos_stride, int64_t first,
+template <int CH, typename T>
+static inline void weighted_values(const float* w, const T* vh, int64_t v_pos_stride, int64_t first,
                                    const int64_t* mine, int64_t i0, int64_t i1, float* out) {
     float32x4_t acc[CH];
     for (int c = 0; c < CH; c++) acc[c] = vld1q_f32(out + 4 * c);
     for (int64_t i = i0; i < i1; i++) {
-        const float* vv = entry(vh, v_pos_stride, first, mine, i);
-        for (int c = 0; c < CH; c++) acc[c] = vfmaq_n_f32(acc[c], vld1q_f32(vv + 4 * c), w[i]);
+        const T* vv = entry(vh, v_pos_stride, first, mine, i);
+        for (int c = 0; c < CH; c++) acc[c] = vfmaq_n_f32(acc[c], load4(vv + 4 * c), w[i]);
     }
     for (int c = 0; c < CH; c++) vst1q_f32(out + 4 * c, acc[c]);
 }
@@ -155,32 +168,32 @@ static inline void weighted_values(const float* w, const float* vh, int64_t v_po
 
 // scores[g * count + i] = (q_g . key_i) * scale for the group's heads and the row's keys i0 .. i1 - 1, each key
 // read once for them (eight keys at a time or one: the same bits)
-template <int D>
-static void scores(const float* q, const float* kh, int64_t k_pos_stride, int64_t first, const int64_t* mine,
+template <int D, typename T>
+static void scores(const float* q, const T* kh, int64_t k_pos_stride, int64_t first, const int64_t* mine,
                    int64_t i0, int64_t i1, int64_t count, int64_t groups, int64_t dim, float scale, float* out) {
     const int64_t n = D > 0 ? D : dim;
     int64_t i = i0;
 #if ROW_SIMD
     for (; i + 8 <= i1; i += 8) {
-        const float* key[8];
+        const T* key[8];
         for (int k = 0; k < 8; k++) key[k] = entry(kh, k_pos_stride, first, mine, i + k);
         for (int64_t g = 0; g < groups; g++) {
             __m256 h8[8];
-            folded4<D>(q + g * n, key, n, h8);
-            folded4<D>(q + g * n, key + 4, n, h8 + 4);
+            folded4<D, T>(q + g * n, key, n, h8);
+            folded4<D, T>(q + g * n, key + 4, n, h8 + 4);
             _mm256_storeu_ps(out + g * count + i, _mm256_mul_ps(tree8(h8), _mm256_set1_ps(scale)));
         }
     }
 #elif ROW_NEON
     for (; i + 4 <= i1; i += 4) {
-        const float* key[4];
+        const T* key[4];
         for (int k = 0; k < 4; k++) key[k] = entry(kh, k_pos_stride, first, mine, i + k);
-        for (int64_t g = 0; g < groups; g++) vst1q_f32(out + g * count + i, vmulq_n_f32(dots4<D>(q + g * n, key, n), scale));
+        for (int64_t g = 0; g < groups; g++) vst1q_f32(out + g * count + i, vmulq_n_f32(dots4<D, T>(q + g * n, key, n), scale));
     }
 #endif
     for (; i < i1; i++) {
-        const float* key = entry(kh, k_pos_stride, first, mine, i);
-        for (int64_t g = 0; g < groups; g++) out[g * count + i] = dot<D>(q + g * n, key, n) * scale;
+        const T* key = entry(kh, k_pos_stride, first, mine, i);
+        for (int64_t g = 0; g < groups; g++) out[g * count + i] = dot<D, T>(q + g * n, key, n) * scale;
     }
 }
 
@@ -236,8 +249,8 @@ static const int64_t TASK_ROWS = 16;   // rows at most in one task: their scores
 
 // out[g * n .. (g + 1) * n) += sum over the row's keys i0 .. i1 - 1, in order, of head g's w[i] * value_i, for the
 // group's heads (each lane a chain of fmaf in key order, carried in out from one block of keys to the next)
-template <int D>
-static inline void add_values(const float* weights, int64_t count, const float* vh, int64_t v_pos_stride,
+template <int D, typename T>
+static inline void add_values(const float* weights, int64_t count, const T* vh, int64_t v_pos_stride,
                               int64_t first, const int64_t* mine, int64_t i0, int64_t i1, int64_t groups,
                               int64_t dim, float* out) {
     const int64_t n = D > 0 ? D : dim;
@@ -246,14 +259,14 @@ static inline void add_values(const float* weights, int64_t count, const float* 
         float* o = out + g * n;
 #if ROW_SIMD || ROW_NEON
         int64_t d = 0;
-        for (; d + 64 <= n; d += 64) weighted_values<64 / REG_FLOATS>(w, vh + d, v_pos_stride, first, mine, i0, i1, o + d);
-        for (; d < n; d += LANES) weighted_values<LANES / REG_FLOATS>(w, vh + d, v_pos_stride, first, mine, i0, i1, o + d);
+        for (; d + 64 <= n; d += 64) weighted_values<64 / REG_FLOATS, T>(w, vh + d, v_pos_stride, first, mine, i0, i1, o + d);
+        for (; d < n; d += LANES) weighted_values<LANES / REG_FLOATS, T>(w, vh + d, v_pos_stride, first, mine, i0, i1, o + d);
         // n is a multiple of LANES (row_attention checks): every dim is covered
 #else
         for (int64_t i = i0; i < i1; i++) {
-            const float* vv = entry(vh, v_pos_stride, first, mine, i);
+            const T* vv = entry(vh, v_pos_stride, first, mine, i);
 #pragma omp simd
-            for (int64_t e = 0; e < n; e++) o[e] = fmaf(w[i], vv[e], o[e]);
+            for (int64_t e = 0; e < n; e++) o[e] = fmaf(w[i], widen(vv[e]), o[e]);
         }
 #endif
     }
@@ -272,8 +285,8 @@ struct Rows {
 // while it is in the first-level cache (each key and value read from memory once for the task, not once per row
 // and head); then each row's own keys. A row's scores, softmax and sums of values are the same operations in the
 // same order whichever rows share its task.
-template <int D>
-static void attend(const float* q, int64_t q_stride, const float* kh, int64_t k_pos_stride, const float* vh,
+template <int D, typename T>
+static void attend(const float* q, int64_t q_stride, const T* kh, int64_t k_pos_stride, const T* vh,
                    int64_t v_pos_stride, const Rows& rows, int64_t groups, int64_t dim, float scale, float* out,
                    float* weights) {
     const int64_t n = D > 0 ? D : dim;
@@ -282,12 +295,12 @@ static void attend(const float* q, int64_t q_stride, const float* kh, int64_t k_
     for (int64_t j = 1; j < rows.size; j++) shared = rows.prefix[j] < shared ? rows.prefix[j] : shared;
     for (int64_t i0 = 0; i0 < shared; i0 += block)
         for (int64_t j = 0; j < rows.size; j++)
-            scores<D>(q + j * q_stride, kh, k_pos_stride, rows.prefix[j], rows.mine[j], i0,
-                      i0 + block < shared ? i0 + block : shared, rows.count[j], groups, n, scale, weights + rows.at[j]);
+            scores<D, T>(q + j * q_stride, kh, k_pos_stride, rows.prefix[j], rows.mine[j], i0,
+                         i0 + block < shared ? i0 + block : shared, rows.count[j], groups, n, scale, weights + rows.at[j]);
     for (int64_t j = 0; j < rows.size; j++) {
         const int64_t count = rows.count[j];
         float* w = weights + rows.at[j];  // head g's scores, then weights, at [g * count, (g + 1) * count)
-        scores<D>(q + j * q_stride, kh, k_pos_stride, rows.prefix[j], rows.mine[j], shared, count, count, groups, n,
+        scores<D, T>(q + j * q_stride, kh, k_pos_stride, rows.prefix[j], rows.mine[j], shared, count, count, groups, n,
                   scale, w);
         float* total = w + count * groups;  // head g's sum of weights
         for (int64_t g = 0; g < groups; g++) {
@@ -301,31 +314,25 @@ static void attend(const float* q, int64_t q_stride, const float* kh, int64_t k_
     }
     for (int64_t i0 = 0; i0 < shared; i0 += block)
         for (int64_t j = 0; j < rows.size; j++)
-            add_values<D>(weights + rows.at[j], rows.count[j], vh, v_pos_stride, rows.prefix[j], rows.mine[j], i0,
-                          i0 + block < shared ? i0 + block : shared, groups, n, out + j * q_stride);
+            add_values<D, T>(weights + rows.at[j], rows.count[j], vh, v_pos_stride, rows.prefix[j], rows.mine[j], i0,
+                             i0 + block < shared ? i0 + block : shared, groups, n, out + j * q_stride);
     for (int64_t j = 0; j < rows.size; j++) {
         const int64_t count = rows.count[j];
         const float* total = weights + rows.at[j] + count * groups;
         float* o = out + j * q_stride;
-        add_values<D>(weights + rows.at[j], count, vh, v_pos_stride, rows.prefix[j], rows.mine[j], shared, count,
+        add_values<D, T>(weights + rows.at[j], count, vh, v_pos_stride, rows.prefix[j], rows.mine[j], shared, count,
                       groups, n, o);
         for (int64_t g = 0; g < groups; g++)
             for (int64_t e = 0; e < n; e++) o[g * n + e] = o[g * n + e] / total[g];
     }
 }
 
-extern "C" {
-
-// q: (rows, heads, dim) float32; keys/values: (kv_heads, stored, dim) views with the given strides (elements),
-// dim contiguous; row j sees storage entries 0 .. prefix[j]-1, then extra[extra_start[j] .. extra_start[j+1]-1];
-// out: (rows, heads, dim). Query head h reads key/value head h / (heads / kv_heads). Returns 0, or -1 for a
-// dim that is not a multiple of 16 or above 256.
-int row_attention(const float* q, int64_t rows, int64_t heads, int64_t kv_heads, int64_t dim, const float* k,
-                  int64_t k_head_stride, int64_t k_pos_stride, const float* v, int64_t v_head_stride,
-                  int64_t v_pos_stride, const int64_t* prefix, const int64_t* extra_start, const int64_t* extra,
-                  float scale, float* out, int threads) {
-    if (dim % LANES != 0 || dim > 256 || heads % kv_heads != 0) return -1;
-    if (rows <= 0) return 0;  // no rows: nothing to attend (and no runs of rows to make)
+// the tasks of a pass (row_attention's arguments, the keys and values of element T)
+template <typename T>
+static void attend_rows(const float* q, int64_t rows, int64_t heads, int64_t kv_heads, int64_t dim, const T* k,
+                        int64_t k_head_stride, int64_t k_pos_stride, const T* v, int64_t v_head_stride,
+                        int64_t v_pos_stride, const int64_t* prefix, const int64_t* extra_start, const int64_t* extra,
+                        float scale, float* out, int threads) {
     const int64_t groups = heads / kv_heads;
     // tasks: a key head's rows in `chunks` runs of consecutive rows, key head by key head (a thread's tasks share
     // one head's keys and values in its cache); as many tasks as threads at least, TASK_ROWS rows at most each
@@ -353,15 +360,35 @@ int row_attention(const float* q, int64_t rows, int64_t heads, int64_t kv_heads,
             weights.resize(room);
             const Rows mine_rows = {size, prefix + j0, count.data(), at.data(), mine.data()};
             const int64_t first = (j0 * heads + kvh * groups) * dim, q_stride = heads * dim;
-            const float *kh = k + kvh * k_head_stride, *vh = v + kvh * v_head_stride;
+            const T *kh = k + kvh * k_head_stride, *vh = v + kvh * v_head_stride;
             if (dim == 64)
-                attend<64>(q + first, q_stride, kh, k_pos_stride, vh, v_pos_stride, mine_rows, groups, dim, scale, out + first, weights.data());
+                attend<64, T>(q + first, q_stride, kh, k_pos_stride, vh, v_pos_stride, mine_rows, groups, dim, scale, out + first, weights.data());
             else if (dim == 128)
-                attend<128>(q + first, q_stride, kh, k_pos_stride, vh, v_pos_stride, mine_rows, groups, dim, scale, out + first, weights.data());
+                attend<128, T>(q + first, q_stride, kh, k_pos_stride, vh, v_pos_stride, mine_rows, groups, dim, scale, out + first, weights.data());
             else
-                attend<0>(q + first, q_stride, kh, k_pos_stride, vh, v_pos_stride, mine_rows, groups, dim, scale, out + first, weights.data());
+                attend<0, T>(q + first, q_stride, kh, k_pos_stride, vh, v_pos_stride, mine_rows, groups, dim, scale, out + first, weights.data());
         }
     }
+}
+
+extern "C" {
+
+// q: (rows, heads, dim) float32; keys/values: (kv_heads, stored, dim) views with the given strides (elements),
+// dim contiguous, float32 or (kv_half) IEEE half; row j sees storage entries 0 .. prefix[j]-1, then
+// extra[extra_start[j] .. extra_start[j+1]-1]; out: (rows, heads, dim). Query head h reads key/value head
+// h / (heads / kv_heads). Returns 0, or -1 for a dim that is not a multiple of 16 or above 256.
+int row_attention(const float* q, int64_t rows, int64_t heads, int64_t kv_heads, int64_t dim, const void* k,
+                  int64_t k_head_stride, int64_t k_pos_stride, const void* v, int64_t v_head_stride,
+                  int64_t v_pos_stride, const int64_t* prefix, const int64_t* extra_start, const int64_t* extra,
+                  float scale, float* out, int threads, int kv_half) {
+    if (dim % LANES != 0 || dim > 256 || heads % kv_heads != 0) return -1;
+    if (rows <= 0) return 0;  // no rows: nothing to attend (and no runs of rows to make)
+    if (kv_half)
+        attend_rows(q, rows, heads, kv_heads, dim, (const uint16_t*)k, k_head_stride, k_pos_stride, (const uint16_t*)v,
+                    v_head_stride, v_pos_stride, prefix, extra_start, extra, scale, out, threads);
+    else
+        attend_rows(q, rows, heads, kv_heads, dim, (const float*)k, k_head_stride, k_pos_stride, (const float*)v,
+                    v_head_stride, v_pos_stride, prefix, extra_start, extra, scale, out, threads);
     return 0;
 }
 }

@@ -121,7 +121,7 @@ class WoqKernel:
         self._dequantize = lib.woq_dequantize
         self._dequantize.argtypes = [ctypes.POINTER(WoqJob), p, p, i32]
         self._attention = lib.row_attention
-        self._attention.argtypes = [p, i64, i64, i64, i64, p, i64, i64, p, i64, i64, p, p, p, f32, p, i32]
+        self._attention.argtypes = [p, i64, i64, i64, i64, p, i64, i64, p, i64, i64, p, p, p, f32, p, i32, i32]
         self._norm = lib.residual_rms_norm
         self._norm.argtypes = [p, p, i64, i64, p, f32, p]
         self._rope = lib.rope_rows
@@ -130,7 +130,7 @@ class WoqKernel:
         self._swiglu.argtypes = [p, i64, i64, p, i32]
         self._layer = lib.native_layer
         layer = ctypes.POINTER(LayerWeights)
-        self._layer.argtypes = [layer, p, p, i64, p, p, p, i64, i64, p, i64, i64, i64, p, p, p, p, i64, i64, i32]
+        self._layer.argtypes = [layer, p, p, i64, p, p, p, i64, i64, p, i64, i64, i64, p, p, p, p, i64, i64, i32, i32]
         self._scratch = lib.layer_scratch_floats
         self._scratch.argtypes = [layer, i64]
         self._scratch.restype = ctypes.c_int64
@@ -198,19 +198,20 @@ class WoqKernel:
         scale: float,
     ) -> torch.Tensor:
         """Each row's attention over its own keys (decoder/row_kernel.cpp): ``query`` (rows, heads, dim),
-        ``key``/``value`` (kv_heads, stored, dim) float32 with dim contiguous, ``keys`` = (prefix, extra_start,
-        extra) int64: row j sees entries ``0 .. prefix[j]-1`` then ``extra[extra_start[j]:extra_start[j+1]]``.
-        Returns (rows, heads, dim)."""
+        ``key``/``value`` (kv_heads, stored, dim) float32 or float16 (:func:`cache_half`) with dim contiguous,
+        ``keys`` = (prefix, extra_start, extra) int64: row j sees entries ``0 .. prefix[j]-1`` then
+        ``extra[extra_start[j]:extra_start[j+1]]``. Returns (rows, heads, dim)."""
         rows, heads, dim = query.shape
         query = query.contiguous()
-        if key.stride(-1) != 1 or value.stride(-1) != 1 or query.dtype != torch.float32:
-            raise ValueError("row_attention needs float32 keys and values with contiguous rows")
+        if query.dtype != torch.float32:
+            raise ValueError("row_attention needs float32 queries")
+        half = cache_half(key, value)
         out = torch.empty(rows, heads, dim, dtype=torch.float32)
         prefix, start, extra = keys
         status = self._attention(
             query.data_ptr(), rows, heads, key.shape[0], dim,
             key.data_ptr(), key.stride(0), key.stride(1), value.data_ptr(), value.stride(0), value.stride(1),
-            prefix.data_ptr(), start.data_ptr(), extra.data_ptr(), scale, out.data_ptr(), _threads(),
+            prefix.data_ptr(), start.data_ptr(), extra.data_ptr(), scale, out.data_ptr(), _threads(), half,
         )  # fmt: skip
         if status != 0:
             raise ValueError(f"row_attention takes head sizes in sixteens, not {dim}")
@@ -239,14 +240,13 @@ class WoqKernel:
         (fewer than all) only write their keys and values: their rows of ``residual`` and ``x`` are left as
         they were."""
         (key, value), (cos, sin), rows = cache, rotary, x.shape[0]
-        if key.stride(-1) != 1 or value.stride(-1) != 1:
-            raise ValueError("native_layer needs cache views with contiguous rows")
+        half = cache_half(key, value)
         prefix, start, extra = keys
         status = self._layer(
             ctypes.byref(weights), residual.data_ptr(), x.data_ptr(), rows, cos.data_ptr(), sin.data_ptr(),
             key.data_ptr(), key.stride(0), key.stride(1), value.data_ptr(), value.stride(0), value.stride(1),
             key.shape[1] - rows, prefix.data_ptr(), start.data_ptr(), extra.data_ptr(), scratch.data_ptr(),
-            scratch.numel(), kv_only, _threads(),
+            scratch.numel(), kv_only, _threads(), half,
         )  # fmt: skip
         if status != 0:
             step = {-1: "a product's layout", -2: "attention's head size", -3: "the norm's width", -4: "the rotary",
@@ -265,6 +265,16 @@ class WoqKernel:
         if self._dequantize(ctypes.byref(job), wide, narrow, _threads()) != 0:
             raise ValueError(f"woq_dequantize does not know layout {weight.layout}")
         return out
+
+
+def cache_half(key: torch.Tensor, value: torch.Tensor) -> int:
+    """1 for a cache of float16 keys and values, 0 for float32 (the kernel reads either, dim contiguous); a
+    ValueError for anything else."""
+    if key.dtype != value.dtype or key.dtype not in (torch.float32, torch.float16):
+        raise ValueError(f"the native kernel's cache holds float32 or float16, not {key.dtype} and {value.dtype}")
+    if key.stride(-1) != 1 or value.stride(-1) != 1:
+        raise ValueError("the native kernel needs cache views with contiguous rows")
+    return int(key.dtype == torch.float16)
 
 
 def _threads() -> int:

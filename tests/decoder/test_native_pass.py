@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 import pytest
 import torch
+from transformers import DynamicCache
 from transformers.models.qwen2.modeling_qwen2 import Qwen2RMSNorm, apply_rotary_pos_emb
 
 from lookahead_lsp.decoder.forward import forward, prefill
@@ -108,14 +109,25 @@ def test_the_packed_qwen2_qualifies_and_a_float64_one_does_not(packed: torch.nn.
     assert not qualifies(make_tiny_qwen2(vocab_size=512, seed=1), kernel)  # float64, dense matrices
 
 
+class HalfValuedCache(DynamicCache):
+    """transformers' cache holding in float32 what the native pass's float16 cache holds: every key and value
+    rounded to float16 as it is written (the native kernel reads a float16 entry as exactly that float32)."""
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, layer_idx: int, *args, **kwargs):  # type: ignore[no-untyped-def, override]
+        rounded = key_states.half().float(), value_states.half().float()
+        return super().update(*rounded, layer_idx, *args, **kwargs)
+
+
 def transformers_logits(model: torch.nn.Module, prompt: list[int], tokens: list[int]) -> torch.Tensor:
-    """The same pass through transformers' module tree (the native pass set aside for the call)."""
+    """The same prefill and pass through transformers' module tree (the native pass set aside for the calls), on
+    a cache of the same float16-valued keys and values."""
     kv = PrefixKV()
-    prefill(model, kv, prompt)
-    kv.append(prompt)
+    kv.cache = HalfValuedCache()
     saved = _PASSES.get(model)
     _PASSES[model] = None
     try:
+        prefill(model, kv, prompt)
+        kv.append(prompt)
         return forward(model, kv, tokens)
     finally:
         _PASSES[model] = saved
@@ -206,7 +218,12 @@ def layer_call_inputs(
     return (cos[0].float().contiguous(), sin[0].float().contiguous()), (keys.prefix, keys.start, keys.extra), views
 
 
-def test_one_native_layer_call_computes_the_steps_bits(packed: torch.nn.Module, kernel: WoqKernel) -> None:
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
+def test_one_native_layer_call_computes_the_steps_bits(
+    packed: torch.nn.Module, kernel: WoqKernel, dtype: torch.dtype
+) -> None:
+    """The layer call against its steps one by one, on a cache of either precision: a float16 cache's new keys
+    and values are rounded by the kernel as torch rounds them (the steps write them through torch)."""
     native = native_pass(packed, kernel)
     assert native is not None
     generator = torch.Generator().manual_seed(11)
@@ -216,7 +233,7 @@ def test_one_native_layer_call_computes_the_steps_bits(packed: torch.nn.Module, 
     for i in range(len(native.layers)):
         residual = torch.randn(n, hidden, generator=generator)
         x = torch.randn(n, hidden, generator=generator)
-        buffers = torch.randn(2, native.kv_heads, capacity, native.head_dim, generator=generator)
+        buffers = torch.randn(2, native.kv_heads, capacity, native.head_dim, generator=generator).to(dtype)
         mine = (residual.clone(), x.clone(), buffers.clone())
         layer_by_steps(kernel, native, i, residual, x, rotary, views(buffers), plan)
         scratch = torch.empty(kernel.scratch_floats(native.weights[i], n))

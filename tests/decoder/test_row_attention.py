@@ -104,14 +104,19 @@ def test_row_attention_is_attention(kind: str) -> None:
     torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
 
 
-def test_every_level_attends_with_the_same_bits_as_the_scalar_build(levels: dict[str, WoqKernel]) -> None:
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_every_level_attends_with_the_same_bits_as_the_scalar_build(
+    levels: dict[str, WoqKernel], dtype: torch.dtype
+) -> None:
     """The attention kernel at each instruction-set level this CPU runs computes the scalar build's bits, for
-    head sizes compiled as constants (64, 128) and taken at run time (32), over a token tree's rows."""
+    head sizes compiled as constants (64, 128) and taken at run time (32), over a token tree's rows, on a cache
+    of float32 or float16 keys and values (each level widens a half with its own instructions)."""
     for dim in (64, 128, 32):
         torch.manual_seed(dim)
         past, n, heads, kv_heads = 300, 7, 14, 2
         visible, depths = tree_visibility(_tree(random.Random(dim), n))
         keys, values = torch.randn(1, kv_heads, past + n, dim), torch.randn(1, kv_heads, past + n, dim)
+        keys, values = keys.to(dtype), values.to(dtype)
         query = torch.randn(1, heads, n, dim) * 3.0
         outputs = {
             level: native_row_attention(
@@ -121,6 +126,28 @@ def test_every_level_attends_with_the_same_bits_as_the_scalar_build(levels: dict
         }
         for level, got in outputs.items():
             assert torch.equal(got, outputs["scalar"]), (level, dim)
+
+
+def test_a_half_cache_attends_with_the_bits_of_float32_keys_of_the_same_values() -> None:
+    """A float16 cache (the native pass's) is read as exactly the float32 numbers it holds: the same bits as a
+    float32 cache of those numbers, over keys past the first-level blocks, subnormal, huge and signed zeros
+    included; a cache of any other precision is refused."""
+    kernel = built_kernel()
+    assert kernel is not None
+    torch.manual_seed(4)
+    past, n, heads, kv_heads, dim = 1100, 6, 12, 2, 128
+    visible, depths = tree_visibility(_tree(random.Random(4), n))
+    keys = torch.randn(1, kv_heads, past + n, dim).half()
+    values = torch.randn(1, kv_heads, past + n, dim).half()
+    keys[0, 0, 5, :8] = torch.tensor([6e-8, -6e-8, 3e-5, -0.0, 0.0, 65504.0, -65504.0, 1e-7]).half()
+    values[0, 1, 7, :4] = torch.tensor([6e-8, -3e-5, -0.0, 60000.0]).half()
+    query = torch.randn(1, heads, n, dim) * 0.05
+    plan = plan_keys(kernel, past, [past + d for d in depths], visible)
+    half = native_row_attention(query, keys, values, plan, 0.088)
+    wide = native_row_attention(query, keys.float(), values.float(), plan, 0.088)
+    assert torch.isfinite(half).all() and torch.equal(half, wide)
+    with pytest.raises(ValueError, match="float32 or float16"):
+        native_row_attention(query, keys.bfloat16(), values.bfloat16(), plan, 0.088)
 
 
 def test_the_native_kernel_refuses_heads_it_cannot_take() -> None:
