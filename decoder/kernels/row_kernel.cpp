@@ -13,6 +13,9 @@
 // row and head of the task goes through while it is in the first-level cache, so every level computes the scalar
 // build's bits. On ARM64 (the neon and i8mm levels) the same is written four
 // lanes at a time with NEON: four keys' dot products side by side, their trees folded across the keys by zips.
+// The cache holds float32 or IEEE half (the native pass's: decoder/runtime/native_pass.py); a half is read as the
+// float32 it stands for, exactly (F16C, NEON's conversion, or native_math.h's half_to_float), each time a row and
+// head read it, so a half cache computes the bits of a float32 cache of the same numbers.
 //
 // Built with decoder/woq_kernel.cpp into one library by decoder/woq_native.py.
 

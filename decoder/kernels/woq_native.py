@@ -234,8 +234,8 @@ class WoqKernel:
     ) -> None:
         """One decoder layer of a pass in one call (decoder/kernels/pass_kernel.cpp): ``x`` (rows, hidden), the
         layer's normed input, becomes the next layer's; ``residual`` is summed in place. ``rotary``: the rows'
-        (cos, sin) (rows, dim). ``cache``: the layer's (keys, values) views (kv_heads, held + rows, dim), dim
-        contiguous, whose last ``rows`` entries the pass's keys and values are written to. ``keys`` as
+        (cos, sin) (rows, dim). ``cache``: the layer's (keys, values) views (kv_heads, held + rows, dim), float32
+        or float16, dim contiguous, whose last ``rows`` entries the pass's keys and values are written to. ``keys`` as
         :meth:`attention`'s; ``scratch``: float32, at least :meth:`scratch_floats`. The first ``kv_only`` rows
         (fewer than all) only write their keys and values: their rows of ``residual`` and ``x`` are left as
         they were."""
