@@ -133,6 +133,13 @@ static void products(Numbers& rng, Output& out) {
     product(rng, out, 6, 4, 16);  // K-quants and Q6_K: whole super-blocks of 8 groups
 }
 
+// each of `floats` rounded to IEEE half (a half cache's entries)
+static std::vector<uint16_t> halves(const std::vector<float>& floats) {
+    std::vector<uint16_t> out(floats.size());
+    for (size_t e = 0; e < floats.size(); e++) out[e] = float_to_half(floats[e]);
+    return out;
+}
+
 // rows of a pass over a cache of `stored` entries: row j sees the first prefix[j] entries, then its own
 // ancestors (entries after the prefix)
 static void attention(Numbers& rng, Output& out) {
@@ -151,9 +158,7 @@ static void attention(Numbers& rng, Output& out) {
         row_attention(q.data(), rows, heads, kv_heads, dim, k.data(), stored * dim, dim, v.data(), stored * dim, dim,
                       prefix, start.data(), extra.data(), scale, o.data(), THREADS, 0);
         out.record("attention dim " + std::to_string(dim), o);
-        std::vector<uint16_t> k16(k.size()), v16(v.size());  // the same keys and values in a half cache
-        for (size_t e = 0; e < k.size(); e++) k16[e] = float_to_half(k[e]);
-        for (size_t e = 0; e < v.size(); e++) v16[e] = float_to_half(v[e]);
+        const std::vector<uint16_t> k16 = halves(k), v16 = halves(v);  // the same keys and values in a half cache
         row_attention(q.data(), rows, heads, kv_heads, dim, k16.data(), stored * dim, dim, v16.data(), stored * dim,
                       dim, prefix, start.data(), extra.data(), scale, o.data(), THREADS, 1);
         out.record("attention half dim " + std::to_string(dim), o);

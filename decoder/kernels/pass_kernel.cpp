@@ -7,13 +7,13 @@
 //
 // `x` holds the layer's normed input on entry and the next layer's on return; `residual` is summed in place. The
 // cache's rows for this pass's entries (positions held .. held + rows - 1 of each key head) must exist: the caller
-// makes room, this writes them: float32, or (kv_half) IEEE half, rounded to nearest, ties to even, as torch rounds. `scratch`: `room` floats, at least layer_scratch_floats(layer, rows), reused by
-// every layer. The first `kv_only` rows (0 <= kv_only < rows) stop once their keys and values are in the cache:
-// the last layer of a prefill chunk, whose other outputs only its last row's logits read; the rows after them
-// are computed as in any pass (each row's steps never depend on the others'), their `residual` and `x` rows
-// updated, the first rows' left as they were. Returns 0; -5 for too little scratch or a `kv_only` out of range
-// (nothing done); or the first failing step's code: -1 a product's layout, -2 attention's head size, -3 the
-// norm's width, -4 the rotary's head size.
+// makes room, this writes them: float32, or (kv_half) IEEE half, rounded to nearest, ties to even, as torch rounds.
+// `scratch`: `room` floats, at least layer_scratch_floats(layer, rows), reused by every layer. The first `kv_only` rows
+// (0 <= kv_only < rows) stop once their keys and values are in the cache: the last layer of a prefill chunk, whose
+// other outputs only its last row's logits read; the rows after them are computed as in any pass (each row's steps
+// never depend on the others'), their `residual` and `x` rows updated, the first rows' left as they were. Returns 0; -5
+// for too little scratch or a `kv_only` out of range (nothing done); or the first failing step's code: -1 a product's
+// layout, -2 attention's head size, -3 the norm's width, -4 the rotary's head size.
 //
 // Built with decoder/woq_kernel.cpp into one library by decoder/woq_native.py.
 
