@@ -8,7 +8,7 @@ import pytest
 
 from lookahead_lsp.context.prompt import PROMPT_LAYOUTS, SHORT_SUFFIX_TOKENS, PromptBuilder, PromptInput, layout_budget
 from lookahead_lsp.context.snippets import Snippet
-from lookahead_lsp.decoder.kv import common_prefix_len
+from lookahead_lsp.decoder.ids import common_prefix_len
 
 SOURCE = "".join(f"def f{i}(x):\n    return x + {i}  # ü {i}\n\n" for i in range(300))
 SNIPPETS = [Snippet("util.py", "def helper():\n    return 1\n", 1.0, 0)]
