@@ -11,7 +11,9 @@
 // operations are written out eight lanes at a time: eight keys' dot products side by side with their tree of
 // additions folded across the keys, a head's sum of values held in registers over a block of keys that every
 // row and head of the task goes through while it is in the first-level cache, so every level computes the scalar
-// build's bits. On ARM64 (the neon and i8mm levels) the same is written four
+// build's bits. With AVX-512 three query heads of a key head take each key or value loaded for them (a task of
+// several rows: its scores too; one row's scores are faster head by head), a head's sixteen partial sums of a dot
+// one register. On ARM64 (the neon and i8mm levels) the same is written four
 // lanes at a time with NEON: four keys' dot products side by side, their trees folded across the keys by zips.
 // The cache holds float32 or IEEE half (the native pass's: decoder/runtime/native_pass.py); a half is read as the
 // float32 it stands for, exactly (F16C, NEON's conversion, or native_math.h's half_to_float), each time a row and
@@ -35,15 +37,22 @@ static const int SUMS = 8;    // partial sums of a row's softmax weights
 #include <immintrin.h>
 #define ROW_SIMD 1
 #define ROW_NEON 0
+#if defined(__AVX512F__)
+#define ROW_ZMM 1  // 16-float registers, 32 of them
+#else
+#define ROW_ZMM 0
+#endif
 static const int REG_FLOATS = 8;  // floats in a vector register
 #elif defined(__aarch64__) && defined(__ARM_FEATURE_DOTPROD)
 #include <arm_neon.h>
 #define ROW_SIMD 0
 #define ROW_NEON 1
+#define ROW_ZMM 0
 static const int REG_FLOATS = 4;
 #else
 #define ROW_SIMD 0
 #define ROW_NEON 0
+#define ROW_ZMM 0
 #endif
 
 // a row's key or value i in its key order: storage entry i of the shared prefix, then its own ancestors'
@@ -125,6 +134,79 @@ static inline void weighted_values(const float* w, const T* vh, int64_t v_pos_st
     for (int c = 0; c < CH; c++) _mm256_storeu_ps(out + 8 * c, acc[c]);
 }
 
+#if ROW_ZMM
+// With AVX-512, a tile of HEADS query heads of one key head: each key or value is loaded once for all of them (32
+// registers hold the tile), and a head's LANES partial sums of a dot are one 16-float register (dot's lanes l and
+// l + 8 its halves). Every lane is the same chain of fused multiply-adds as the eight-lane code's.
+static const int HEADS = 3;
+
+static inline __m512 load16(const float* p) { return _mm512_loadu_ps(p); }
+static inline __m512 load16(const uint16_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)p)); }
+
+// folded4 for the tile's heads (head g's query at q + g * n) and keys[0..3]: head g's key k in h8[g * 8 + k]
+template <int D, typename T>
+static inline void folded4_heads(const float* q, const T* const* key, int64_t dim, __m256* h8) {
+    const int64_t n = D > 0 ? D : dim;
+    __m512 acc[HEADS][4];
+    for (int g = 0; g < HEADS; g++)
+        for (int k = 0; k < 4; k++) acc[g][k] = _mm512_setzero_ps();
+    for (int64_t d = 0; d < n; d += LANES) {
+        __m512 kk[4];
+        for (int k = 0; k < 4; k++) kk[k] = load16(key[k] + d);
+        for (int g = 0; g < HEADS; g++) {
+            const __m512 a = _mm512_loadu_ps(q + g * n + d);
+            for (int k = 0; k < 4; k++) acc[g][k] = _mm512_fmadd_ps(a, kk[k], acc[g][k]);
+        }
+    }
+    for (int g = 0; g < HEADS; g++)
+        for (int k = 0; k < 4; k++)
+            h8[g * 8 + k] = _mm256_add_ps(_mm512_castps512_ps256(acc[g][k]),
+                                          _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[g][k]), 1)));
+}
+
+// scores' eight keys for the tile's heads: head g's at out + g * count
+template <int D, typename T>
+static inline void scores8_heads(const float* q, const T* const* key, int64_t n, float scale, float* out,
+                                 int64_t count) {
+    __m256 h8[HEADS * 8];
+    folded4_heads<D, T>(q, key, n, h8);
+    folded4_heads<D, T>(q, key + 4, n, h8 + 4);
+    for (int g = 0; g < HEADS; g++)
+        _mm256_storeu_ps(out + g * count, _mm256_mul_ps(tree8(h8 + g * 8), _mm256_set1_ps(scale)));
+}
+
+// weighted_values for the tile's heads (head g's weights at w + g * count, its sums at out + g * n): 16 * CH
+// elements of each
+template <int CH, typename T>
+static inline void weighted_values_heads(const float* w, int64_t count, const T* vh, int64_t v_pos_stride,
+                                         int64_t first, const int64_t* mine, int64_t i0, int64_t i1, int64_t n,
+                                         float* out) {
+    __m512 acc[HEADS][CH];
+    for (int g = 0; g < HEADS; g++)
+        for (int c = 0; c < CH; c++) acc[g][c] = _mm512_loadu_ps(out + g * n + 16 * c);
+    for (int64_t i = i0; i < i1; i++) {
+        const T* vv = entry(vh, v_pos_stride, first, mine, i);
+        __m512 v[CH];
+        for (int c = 0; c < CH; c++) v[c] = load16(vv + 16 * c);
+        for (int g = 0; g < HEADS; g++) {
+            const __m512 wi = _mm512_set1_ps(w[g * count + i]);
+            for (int c = 0; c < CH; c++) acc[g][c] = _mm512_fmadd_ps(wi, v[c], acc[g][c]);
+        }
+    }
+    for (int g = 0; g < HEADS; g++)
+        for (int c = 0; c < CH; c++) _mm512_storeu_ps(out + g * n + 16 * c, acc[g][c]);
+}
+
+// weighted_values_heads over all n elements: 64 at a time, then 16
+template <typename T>
+static inline void values_heads(const float* w, int64_t count, const T* vh, int64_t v_pos_stride, int64_t first,
+                                const int64_t* mine, int64_t i0, int64_t i1, int64_t n, float* out) {
+    int64_t d = 0;
+    for (; d + 64 <= n; d += 64) weighted_values_heads<4, T>(w, count, vh + d, v_pos_stride, first, mine, i0, i1, n, out + d);
+    for (; d < n; d += LANES) weighted_values_heads<1, T>(w, count, vh + d, v_pos_stride, first, mine, i0, i1, n, out + d);
+}
+#endif
+
 #elif ROW_NEON
 // four elements of a key or value as float32
 static inline float32x4_t load4(const float* p) { return vld1q_f32(p); }
@@ -173,14 +255,21 @@ static inline void weighted_values(const float* w, const T* vh, int64_t v_pos_st
 // read once for them (eight keys at a time or one: the same bits)
 template <int D, typename T>
 static void scores(const float* q, const T* kh, int64_t k_pos_stride, int64_t first, const int64_t* mine,
-                   int64_t i0, int64_t i1, int64_t count, int64_t groups, int64_t dim, float scale, float* out) {
+                   int64_t i0, int64_t i1, int64_t count, int64_t groups, int64_t dim, float scale, float* out,
+                   bool tiled) {
     const int64_t n = D > 0 ? D : dim;
     int64_t i = i0;
 #if ROW_SIMD
     for (; i + 8 <= i1; i += 8) {
         const T* key[8];
         for (int k = 0; k < 8; k++) key[k] = entry(kh, k_pos_stride, first, mine, i + k);
-        for (int64_t g = 0; g < groups; g++) {
+        int64_t g = 0;
+#if ROW_ZMM
+        if (tiled)
+            for (; g + HEADS <= groups; g += HEADS)
+                scores8_heads<D, T>(q + g * n, key, n, scale, out + g * count + i, count);
+#endif
+        for (; g < groups; g++) {
             __m256 h8[8];
             folded4<D, T>(q + g * n, key, n, h8);
             folded4<D, T>(q + g * n, key + 4, n, h8 + 4);
@@ -257,7 +346,12 @@ static inline void add_values(const float* weights, int64_t count, const T* vh, 
                               int64_t first, const int64_t* mine, int64_t i0, int64_t i1, int64_t groups,
                               int64_t dim, float* out) {
     const int64_t n = D > 0 ? D : dim;
-    for (int64_t g = 0; g < groups; g++) {
+    int64_t g = 0;
+#if ROW_ZMM
+    for (; g + HEADS <= groups; g += HEADS)
+        values_heads<T>(weights + g * count, count, vh, v_pos_stride, first, mine, i0, i1, n, out + g * n);
+#endif
+    for (; g < groups; g++) {
         const float* w = weights + g * count;
         float* o = out + g * n;
 #if ROW_SIMD || ROW_NEON
@@ -294,17 +388,19 @@ static void attend(const float* q, int64_t q_stride, const T* kh, int64_t k_pos_
                    float* weights) {
     const int64_t n = D > 0 ? D : dim;
     const int64_t block = L1_KEYS / (4 * n) > 8 ? L1_KEYS / (4 * n) : 8;
+    const bool tiled = rows.size > 1;  // scores by tiles of heads: faster for a task of rows, slower for one (Zen 4)
     int64_t shared = rows.prefix[0];
     for (int64_t j = 1; j < rows.size; j++) shared = rows.prefix[j] < shared ? rows.prefix[j] : shared;
     for (int64_t i0 = 0; i0 < shared; i0 += block)
         for (int64_t j = 0; j < rows.size; j++)
             scores<D, T>(q + j * q_stride, kh, k_pos_stride, rows.prefix[j], rows.mine[j], i0,
-                         i0 + block < shared ? i0 + block : shared, rows.count[j], groups, n, scale, weights + rows.at[j]);
+                         i0 + block < shared ? i0 + block : shared, rows.count[j], groups, n, scale, weights + rows.at[j],
+                         tiled);
     for (int64_t j = 0; j < rows.size; j++) {
         const int64_t count = rows.count[j];
         float* w = weights + rows.at[j];  // head g's scores, then weights, at [g * count, (g + 1) * count)
         scores<D, T>(q + j * q_stride, kh, k_pos_stride, rows.prefix[j], rows.mine[j], shared, count, count, groups, n,
-                  scale, w);
+                     scale, w, tiled);
         float* total = w + count * groups;  // head g's sum of weights
         for (int64_t g = 0; g < groups; g++) {
             float* wg = w + g * count;
