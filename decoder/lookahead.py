@@ -24,6 +24,8 @@ from lookahead_lsp.decoder.forward import forward
 from lookahead_lsp.decoder.ids import common_prefix_len
 from lookahead_lsp.decoder.kv import PrefixKV
 from lookahead_lsp.decoder.policy import (
+    LOSS_SHARE,
+    RISK_STAKE,
     AcceptanceModel,
     CostModel,
     RiskBudget,
@@ -54,6 +56,8 @@ class LookaheadConfig:
     prompt_drafts: bool = True
     jacobi: bool | None = None  # None: by the device's cost (decoder.policy.default_jacobi)
     disabled_sources: frozenset[str] = field(default_factory=frozenset)
+    risk_stake: float = RISK_STAKE  # the risk budget (decoder.policy.RiskBudget): passes it may lose at once
+    loss_share: float = LOSS_SHARE  # and a share of each token committed
 
     def __post_init__(self) -> None:
         if self.window < 0 or self.ngram < 2 or (self.verify or 0) < 0 or self.max_match < 1 or self.draft_len < 1:
@@ -61,6 +65,8 @@ class LookaheadConfig:
                 f"invalid lookahead parameters W={self.window} N={self.ngram} G={self.verify} "
                 f"draft length {self.draft_len}"
             )
+        if self.risk_stake < 0 or self.loss_share < 0:
+            raise ValueError(f"invalid risk budget: stake {self.risk_stake}, share {self.loss_share}")
 
     @property
     def longest_draft(self) -> int:
@@ -145,7 +151,8 @@ class _Run:
         self.chains: list[list[int]] = [[] for _ in range(self.cfg.window if self.cfg.jacobi else 0)]
         self.shadows: list[tuple[Draft, int]] = []  # drafts not verified, each with where it would have started
         self.max_tokens = max(self.g, 1) * self.cfg.longest_draft  # draft tokens one pass may verify
-        self.risk = RiskBudget()  # what drafting has cost this generation beyond greedy decoding
+        # what drafting has cost this generation beyond greedy decoding
+        self.risk = RiskBudget(self.cfg.risk_stake, self.cfg.loss_share)
 
     def extend(self, tokens: Sequence[int]) -> None:
         self.context.extend(tokens)

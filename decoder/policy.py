@@ -428,6 +428,9 @@ def node_probabilities(drafts: Sequence[Draft], acceptance: AcceptanceModel) -> 
 # their acceptance are too: where they keep missing, lookahead stops drafting once the passes it paid for beyond
 # greedy's reach this bound, so its decode time stays within about (1 + LOSS_SHARE) greedy's plus the stake
 # (48 tokens: 0.97x at worst), while a source that hits earns its generation a lead to spend on further drafts.
+# The stake is what a completion of a few tokens can lose (0.75 of a pass: 3 tokens 0.8x at worst); with
+# none, the first drafts wait until the tokens have paid for a wider pass, which cost the mean 5-18% (both
+# models, two repositories: docs/benchmarks.md, "A risk budget without a stake").
 RISK_STAKE = 0.75
 LOSS_SHARE = 0.015
 
@@ -437,8 +440,10 @@ class RiskBudget:
     """What one generation's drafting has cost beyond greedy decoding: ``behind`` is the cost of its passes
     (one-token passes) less the tokens they committed; negative where drafts have paid. :meth:`allowance` is
     how much more the next pass may cost than a one-token pass, so that even if none of its drafts is right
-    the generation stays within the bound."""
+    the generation stays within ``stake`` plus ``share`` of the tokens committed before the pass."""
 
+    stake: float = RISK_STAKE
+    share: float = LOSS_SHARE
     behind: float = 0.0
     committed: int = 0
 
@@ -447,7 +452,7 @@ class RiskBudget:
         self.committed += tokens
 
     def allowance(self) -> float:
-        return RISK_STAKE + LOSS_SHARE * self.committed - self.behind
+        return self.stake + self.share * self.committed - self.behind
 
 
 def select(

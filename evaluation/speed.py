@@ -56,6 +56,7 @@ REFERENCE = "greedy"
 # (W, N, G): W=1 with several G (the CPU's sweet spot), and the lookahead paper's (8, 8, 8).
 SWEEP: tuple[tuple[int, int, int], ...] = ((1, 8, 1), (1, 8, 2), (1, 8, 4), (1, 8, 8), (2, 6, 4), (8, 8, 8))
 _WNG = re.compile(r"lookahead-W(\d+)N(\d+)G(\d+)$")
+_RISK = re.compile(r"lookahead-risk(\d+(?:\.\d+)?)\+(\d+(?:\.\d+)?)$")  # a risk budget: stake + share a token
 
 
 # --- decoder configurations ----------------------------------------------------------------------------
@@ -71,6 +72,7 @@ class DecoderConfig:
     wng: tuple[int, int, int] | None = None  # lookahead (W, N, G); None: the decoder's defaults
     sources_off: frozenset[str] = frozenset()  # lookahead draft sources switched off
     jacobi: bool | None = None  # lookahead: the Jacobi branch on/off; None: where width is cheap (the default)
+    risk: tuple[float, float] | None = None  # lookahead's risk budget (stake, share); None: the decoder's default
 
     def build(self, model: Any, cost: CostModel | None = None) -> Decoder:
         """The decoder; lookahead uses ``cost`` (measured, as the daemon does) or the device's default."""
@@ -87,6 +89,8 @@ class DecoderConfig:
             jacobi=False if "jacobi" in self.sources_off else self.jacobi,
             disabled_sources=self.sources_off - {"prompt", "jacobi"},
         )
+        if self.risk is not None:
+            config = dataclasses.replace(config, risk_stake=self.risk[0], loss_share=self.risk[1])
         return local_backend(model, "lookahead", config, cost)
 
 
@@ -132,10 +136,13 @@ def _config(name: str) -> DecoderConfig:
     if match:
         w, n, g = (int(x) for x in match.groups())
         return DecoderConfig(name, "lookahead", wng=(w, n, g))
+    risk = _RISK.match(name)
+    if risk:
+        return DecoderConfig(name, "lookahead", risk=(float(risk.group(1)), float(risk.group(2))))
     known = "greedy, hf, hf-pld, lookahead, lookahead-jacobi, ablations, "
     known += "lookahead-no-<" + "|".join(LOOKAHEAD_SOURCES) + ">, "
     known += ", ".join(PEERS)
-    raise ValueError(f"unknown decoder {name!r}; known: {known}, lookahead-W<w>N<n>G<g>")
+    raise ValueError(f"unknown decoder {name!r}; known: {known}, lookahead-W<w>N<n>G<g>, lookahead-risk<stake>+<share>")
 
 
 # --- per-hole inputs -----------------------------------------------------------------------------------

@@ -75,7 +75,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--decoders",
         default=DEFAULT_DECODERS,
         help="comma-separated: greedy, hf, hf-pld, lookahead, lookahead-no-{prompt,suffix,workspace,jacobi}, "
-        "ablations (all four), lookahead-W<w>N<n>G<g>, llama-server, llama-server-{ngram,simple,map-k}, "
+        "ablations (all four), lookahead-W<w>N<n>G<g>, lookahead-risk<stake>+<share> (the risk budget), "
+        "llama-server, llama-server-{ngram,simple,map-k}, "
         "llama-servers (all four: llama.cpp on the same GGUF and threads, scripts/get-engine.sh; the report names "
         f"the fastest) (default: {DEFAULT_DECODERS})",
     )

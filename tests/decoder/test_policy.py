@@ -11,9 +11,12 @@ from lookahead_lsp.decoder.drafts import Draft
 from lookahead_lsp.decoder.lookahead import LookaheadConfig, LookaheadDecoder
 from lookahead_lsp.decoder.policy import (
     CPU_COST,
+    OBSERVED_RATIO_CAP,
     PACKED_CPU_COST,
+    RISK_STAKE,
     AcceptanceModel,
     CostModel,
+    RiskBudget,
     default_jacobi,
     default_verify,
     node_probabilities,
@@ -284,3 +287,25 @@ def test_a_pass_stalled_by_other_work_moves_the_table_as_little_as_a_pass_half_a
         cost.observe(1, 0.100)
         cost.observe(8, 0.300)
     assert cost.interpolated(8) == pytest.approx(3.0, rel=0.05)
+
+
+def test_the_risk_budget_is_charged_a_steps_whole_time_where_it_is_more_than_the_table_up_to_a_cap():
+    """Drafting time beside a one-token pass counts (greedy's step is the pass alone), and so does a wide pass
+    slower than the table says; a stalled pass counts at most OBSERVED_RATIO_CAP times the table's cost."""
+    cost = CostModel(PACKED_CPU_COST, adaptive=False, one_token_seconds=0.010)
+    assert cost.charged(1, 0.012) == pytest.approx(1.2)
+    assert cost.charged(4, 0.010) == pytest.approx(cost.interpolated(4))  # faster than the table
+    assert cost.charged(4, 0.016) == pytest.approx(1.6)
+    assert cost.charged(4, 1.0) == pytest.approx(OBSERVED_RATIO_CAP * cost.interpolated(4))
+
+
+def test_the_risk_budget_lets_a_generation_lose_its_stake_a_share_of_each_token_and_what_its_drafts_won():
+    budget = RiskBudget(stake=0.0, share=0.025)
+    assert budget.allowance() == 0.0  # no stake: nothing to bet before a token is committed
+    budget.spent(1.0, 1)
+    assert budget.allowance() == pytest.approx(0.025)
+    budget.spent(1.3, 1)  # a wide pass whose drafts missed
+    assert budget.allowance() < 0  # no pass dearer than one token until tokens pay it back
+    budget.spent(1.3, 4)  # a wide pass that committed four tokens
+    assert budget.allowance() == pytest.approx(0.025 * 6 - (1.0 - 1 + 1.3 - 1 + 1.3 - 4))
+    assert RiskBudget().allowance() == RISK_STAKE  # the default's stake

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from lookahead_lsp.decoder.backend import LocalBackend
+from lookahead_lsp.decoder.lookahead import LookaheadDecoder
 from lookahead_lsp.decoder.types import DecodeStats
 from lookahead_lsp.evaluation.quality import (
     StepClock,
@@ -20,6 +22,7 @@ from lookahead_lsp.evaluation.quality import (
 from lookahead_lsp.evaluation.speed import REFERENCE, BenchResult, Run, parse_decoders, summarize
 from lookahead_lsp.evaluation.workloads import Hole
 from lookahead_lsp.lsp_server.cli import main
+from tests.tiny_model import make_tiny_qwen2
 
 
 def test_bench_end_to_end_lookahead_equals_greedy(tiny_model_dir: Path, tmp_path: Path, capsys) -> None:
@@ -80,6 +83,11 @@ def test_parse_decoders_puts_greedy_first_and_expands_names() -> None:
     assert names[0] == "greedy" and len(names) == len(set(names))
     assert "lookahead-no-jacobi" in names and "lookahead-W8N8G8" in names and "lookahead-W1N8G3" in names
     assert parse_decoders("lookahead-no-suffix")[1].sources_off == {"suffix"}
+    staked = parse_decoders("lookahead-risk0.75+0.015")[1]
+    assert staked.risk == (0.75, 0.015)
+    built = staked.build(make_tiny_qwen2(vocab_size=64))
+    assert isinstance(built, LocalBackend) and isinstance(built.decoder, LookaheadDecoder)
+    assert (built.decoder.config.risk_stake, built.decoder.config.loss_share) == (0.75, 0.015)
     with pytest.raises(ValueError, match="unknown decoder"):
         parse_decoders("beam")
 
