@@ -95,8 +95,7 @@ def test_always_wrong_drafts_cost_a_bounded_number_of_draft_tokens(model: torch.
     assert all(1 <= m <= 20 for m in silent_after.values()), silent_after
     bound = sum(silent_after.values()) * LONGEST
     draft_tokens = stats.tokens_in_passes - stats.steps
-    assert draft_tokens <= bound, (draft_tokens, bound)
-    assert all(source.lookups > 0 for source in sources)  # (their drafts were looked up: verified or followed)
+    assert 0 < draft_tokens <= bound, (draft_tokens, bound)
 
 
 class Credulous(AcceptanceModel):
@@ -143,7 +142,7 @@ def test_even_estimates_that_never_learn_leave_lookahead_within_its_risk_budget_
         beyond = sum(cost.interpolated(n) - 1.0 for n in widths)
         assert beyond <= RISK_STAKE + LOSS_SHARE * max_new + 1e-9, (max_new, beyond, widths)
         widest = max([widest, *widths])
-    assert widest > 1  # it believed the drafts where the tokens paid for them
+    assert widest > 1  # it believed the drafts at first
     assert len(widths) < stats.steps  # and then ran one-token passes, as greedy
 
 
