@@ -126,9 +126,16 @@ class CostModel:
 
     def interpolated(self, n: int) -> float:
         """Relative cost of a pass of exactly ``n`` tokens (the table with its live levels)."""
+        return self._at(n, self.levels)
+
+    def timed(self, n: int) -> float:
+        """Relative cost of a pass of exactly ``n`` tokens as the table was timed, without its live levels."""
+        return self._at(n, [1.0] * len(self.points))
+
+    def _at(self, n: int, levels: Sequence[float]) -> float:
         if n <= 1:
             return 1.0
-        return sum(share * self.points[i][1] * self.levels[i] for i, share in self._bracket(n)) + self._beyond(n)
+        return sum(share * self.points[i][1] * levels[i] for i, share in self._bracket(n)) + self._beyond(n, levels)
 
     def _bracket(self, n: int) -> list[tuple[int, float]]:
         """The timed sizes whose values make up the cost of ``n`` tokens, with their interpolation shares."""
@@ -144,12 +151,12 @@ class CostModel:
         share = (n - x0) / (x1 - x0)
         return [(i - 1, 1.0 - share), (i, share)]
 
-    def _beyond(self, n: int) -> float:
+    def _beyond(self, n: int, levels: Sequence[float]) -> float:
         """Past the largest timed size: the last segment's slope (never negative) times the extra tokens."""
         if len(self.points) < 2 or n <= self.points[-1][0]:
             return 0.0
         (x0, y0), (x1, y1) = self.points[-2], self.points[-1]
-        y0, y1 = y0 * self.levels[-2], y1 * self.levels[-1]
+        y0, y1 = y0 * levels[-2], y1 * levels[-1]
         return max(0.0, (y1 - y0) / (x1 - x0)) * (n - x1)
 
     def pass_size(self, n: int) -> int:
@@ -168,11 +175,13 @@ class CostModel:
         costs a generation's :class:`RiskBudget`, in one-token passes: the table's cost, or the time it took where
         that is more (a table timed under other load can rate wide passes too cheap, and the budget must hold
         whatever the estimates say), one stalled pass counting at most ``OBSERVED_RATIO_CAP`` times the table's
-        cost."""
+        cost as timed or as the live levels have it, whichever is dearer: live levels that fell (passes timed
+        against a one-token time that stood high) must not hide what the passes cost now."""
         table = self.interpolated(n)
         if not self.one_token_seconds:
             return table
-        return max(table, min(seconds / self.one_token_seconds, OBSERVED_RATIO_CAP * table))
+        ceiling = OBSERVED_RATIO_CAP * max(table, self.timed(n))
+        return max(table, min(seconds / self.one_token_seconds, ceiling))
 
     def dearest(self, allowance: float | None) -> float:
         """The dearest pass a risk budget's ``allowance`` (:meth:`RiskBudget.allowance`: beyond a one-token
