@@ -36,16 +36,16 @@ MODEL_CPU_LAYOUTS: dict[str, str] = {"embedded": "psm-lines"}
 in three languages, docs/benchmarks.md); the 1.5B, like the models trained for it, answers best asked at the
 line start, as the Qwen2.5-Coder report's protocol asks."""
 
-MODEL_CPU_IDLE_BUDGETS: dict[str, int] = {"embedded": 2048, "embedded-1.5b": 2048}
+MODEL_CPU_IDLE_BUDGETS: dict[str, int] = {"embedded": 1024, "embedded-1.5b": 1536}
 """``idleTokenBudget: null`` on a CPU for the models measured to answer better with a longer prompt: the token
 budget a document's prompt grows to once the daemon has prefilled it in idle time (the keystrokes after it then
-re-prefill only what they change: ``context/anchors.py``). Each file prefilled before the key, cross-file holes of
-rich and cattrs (80 each, docs/benchmarks.md, "A prompt that grows in idle time" and "Long prompts at the key"):
-the 1.5B grown to 2048 tokens exact on 40 and 31 against 32 and 21 on 512, the 0.5B on 32 and 20 against 25 and
-13; in-file holes no worse (33, 30 against 31, 28; 22, 16 against 22, 13). Grown to 1024 instead ("How far a
-prompt grows in idle time"), the first ghost text after a pause is within 10% of a 512-token prompt's, where 2048 is
-1.19x (1.5B; 1.14x since the row attention's head tiles, "Three query heads to each key loaded") and 1.25x (0.5B);
-but 8 and 5 of those 160 cross-file holes fewer are exact, so 2048 stays."""
+re-prefill only what they change: ``context/anchors.py``). Each model takes the longest prompt measured whose first
+ghost text after a pause stays within 10% of a 512-token prompt's (medians of 3 runs on cattrs: the 1.5B 1.01x on
+1024 tokens, 1.08x on 1536, 1.14x on 2048; the 0.5B 1.06x, 1.09x, 1.25x (2048: one run)), unless a shorter one answers
+as well. Cross-file holes of rich and cattrs (80 each, each file prefilled before the key; docs/benchmarks.md, "A
+prompt that grows in idle time" to "1536 tokens"), exact on 512 / 1024 / 1536 / 2048 tokens: the 1.5B 53 / 63 /
+67 / 71 of 160; the 0.5B 38 / 47 / 48 / 52, so the 0.5B keeps 1024 (as good as 1536 and sooner). In-file holes
+no worse than on 512."""
 
 MODEL_BLOCK_ENDS: dict[str, BlockEnd] = {"embedded-1.5b": "model"}
 """``blockEnd: "auto"`` for the models measured to end their middles themselves (``model``: a block ends at the

@@ -91,8 +91,8 @@ def test_block_end_auto_is_the_models_own_and_a_setting_wins() -> None:
 
 
 def test_idle_budget_is_the_models_own_on_a_cpu_and_a_setting_wins() -> None:
-    assert Config().idle_budget("cpu", "embedded-1.5b") == 2048  # measured to answer better with more of the file
-    assert Config().idle_budget("cpu", "embedded") == 2048
+    assert Config().idle_budget("cpu", "embedded-1.5b") == 1536  # measured to answer better with more of the file
+    assert Config().idle_budget("cpu", "embedded") == 1024
     assert Config().idle_budget("cpu", "/models/other") == 512  # a model not measured: the keystrokes' budget
     assert Config().idle_budget("cuda", "embedded-1.5b") == 1024  # a GPU's budget is the long one already
     assert Config(token_budget=768).idle_budget("cpu", "embedded-1.5b") == 768  # the user's budget is kept
