@@ -2,9 +2,12 @@
 
 At an AVX-512 level the kernel can multiply a pass's activations with two weight tiles at once (16 weight rows in
 one 512-bit register) or with one at a time (8 rows, 256 bits). Passes of 5 tokens or more take the two-tile loop;
-for passes of 1 to 4 tokens which is faster depends on the core: a Sapphire Rapids runs 512-bit dot products at
-twice the 256-bit rate (the 1.5B's passes of 1 to 4 tokens 1.20-1.30x faster two by two), a Zen 4 splits each over
-two 256-bit pipes (0.83-0.94x at 2 to 4 tokens). Both loops give the same bits, so the choice is one of speed
+for passes of 1 to 4 tokens which is faster depends on the core: from tiles in the plain order a Sapphire Rapids
+runs 512-bit dot products at twice the 256-bit rate (the 1.5B's passes of 1 to 4 tokens 1.20-1.30x faster two by
+two), a Zen 4 splits each over two 256-bit pipes (0.83-0.94x at 2 to 4 tokens). An AVX-512 build's weights now lie
+in pairs (``WoqWeight.paired``: the two-tile loop reads one stream, the one-tile loop every other tile-group), and
+on a Zen 5 the two-tile loop ran the 1.5B's products of 1 to 4 tokens 1.04-1.20x faster than one tile at a time
+from the plain order. Both loops give the same bits, so the choice is one of speed
 alone, and it is made where it can be seen: each width's pass of the model timed both ways in interleaved rounds
 (each way's fastest), the two-tile loop kept where it is faster by :data:`MARGIN`. The choice is stored beside
 the pass-cost table, under its key (``decoder/cost_table.py``: this machine, model, kernel build and pass code; it

@@ -8,11 +8,12 @@
 extern "C" {
 
 // One weight of a product (decoder/kernels/woq_layout.py: WoqJob mirrors it): its tiles, their layout and scale
-// mode, and the output columns column .. column + rows - 1 its results go to.
+// mode, and the output columns column .. column + rows - 1 its results go to. paired: the tiles lie two by two,
+// group by group (woq_kernel.cpp: tile_at), else tile after tile.
 struct Job {
     const uint8_t* tiles;
     const float* bias;  // rows float32, or null
-    int64_t layout, mode, rows, groups, column;
+    int64_t layout, mode, rows, groups, column, paired;
     float zero;
 };
 

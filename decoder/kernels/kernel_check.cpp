@@ -7,8 +7,8 @@
 // every build sees the same bits: the products of every layout and scale mode (Q6_K's layout 6 with its own scale
 // mode; the super-block modes over 16 groups, the others over 6) for 1 to 16 rows of a pass and 72 (AMX's tiles of
 // 16 rows, whole and not; two weights side by side, of 21 and 16 rows, with and without biases, a row of outliers, a
-// group of zeros), dequantization, attention at several context lengths and head sizes, the residual sum with the RMS
-// norm, RoPE and SwiGLU.
+// group of zeros; tiles in the plain order and in pairs), dequantization, attention at several context lengths and
+// head sizes, the residual sum with the RMS norm, RoPE and SwiGLU.
 //
 // Usage: kernel_check OUT; writes OUT as records `name count\n` then count float32 (or uint16) values, and
 // prints the level the build runs (woq_isa). Not part of the library.
@@ -94,8 +94,9 @@ static std::vector<uint8_t> random_tiles(Numbers& rng, int64_t layout, int64_t m
     return data;
 }
 
-// one layout and scale mode: two weights side by side for 1 to 16 rows and 72, and the first one dequantized
-static void product(Numbers& rng, Output& out, int64_t layout, int64_t mode, int64_t groups) {
+// one layout and scale mode: two weights side by side for 1 to 16 rows and 72, and the first one dequantized; the
+// same bytes read as tiles in the plain order and in pairs (`paired`)
+static void product(Numbers& rng, Output& out, int64_t layout, int64_t mode, int64_t groups, int64_t paired) {
     const int64_t cols = groups * 32, rows[2] = {21, 16};
     std::vector<uint8_t> tiles[2];
     std::vector<float> bias = rng.floats(rows[1], 2);
@@ -103,11 +104,12 @@ static void product(Numbers& rng, Output& out, int64_t layout, int64_t mode, int
     int64_t column = 0;
     for (int w = 0; w < 2; w++) {
         tiles[w] = random_tiles(rng, layout, mode, rows[w], groups);
-        jobs[w] = {tiles[w].data(), w == 1 ? bias.data() : nullptr, layout, mode, rows[w], groups, column,
+        jobs[w] = {tiles[w].data(), w == 1 ? bias.data() : nullptr, layout, mode, rows[w], groups, column, paired,
                    mode == 0 ? 8.0f + 0.5f * (float)w : 0.0f};
         column += rows[w];
     }
-    const std::string name = "linear layout " + std::to_string(layout) + " mode " + std::to_string(mode);
+    const std::string name = "linear layout " + std::to_string(layout) + " mode " + std::to_string(mode) +
+                             (paired ? " paired" : "");
     for (int64_t batch : {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 72}) {
         std::vector<float> x = rng.floats(batch * cols);
         for (int64_t c = 0; c < cols; c++) x[(batch / 2) * cols + c] *= 1024.0f;  // a row of outliers
@@ -128,9 +130,11 @@ static void product(Numbers& rng, Output& out, int64_t layout, int64_t mode, int
 }
 
 static void products(Numbers& rng, Output& out) {
-    for (int64_t layout : {4, 5, 8})
-        for (int64_t mode = 0; mode < 4; mode++) product(rng, out, layout, mode, mode == 3 ? 16 : 6);
-    product(rng, out, 6, 4, 16);  // K-quants and Q6_K: whole super-blocks of 8 groups
+    for (int64_t paired : {0, 1}) {
+        for (int64_t layout : {4, 5, 8})
+            for (int64_t mode = 0; mode < 4; mode++) product(rng, out, layout, mode, mode == 3 ? 16 : 6, paired);
+        product(rng, out, 6, 4, 16, paired);  // K-quants and Q6_K: whole super-blocks of 8 groups
+    }
 }
 
 // each of `floats` rounded to IEEE half (a half cache's entries)

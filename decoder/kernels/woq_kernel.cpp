@@ -169,7 +169,7 @@ static inline float half_to_float(uint16_t h) {  // exact (float16 -> float32 lo
 }
 
 // one tile-group's scales and offsets, 8 rows, as float32 (the same products at every level); `first`: the first
-// tile-group of its super-block, `block` the bytes of one (K_QUANT's super-block values)
+// tile-group of its super-block, its tile-groups `block` bytes apart (K_QUANT's super-block values)
 static inline void tile_scales(int mode, float zero, const uint8_t* p, const uint8_t* first, int64_t block, float* s,
                                float* o) {
     const uint16_t* h = (const uint16_t*)p;
@@ -572,10 +572,23 @@ struct Tiled {
     int layout, mode;
     float zero;
     int64_t rows, groups, block;
+    int64_t pairs;  // tiles 0 .. pairs - 1 lie two by two, group by group (tile_at); 0: every tile on its own
     const float* bias;
     float* out;          // this weight's column 0 of the output
     int64_t out_stride;  // floats from one output row to the next
 };
+
+// Where tile t's first tile-group lies, and how far apart its tile-groups are (stride_of). The plain order: tile
+// after tile, each group by group (a stride of one block). The paired order (decoder/kernels/woq_layout.py,
+// WoqWeight.paired), for an AVX-512 build's two-tile loop: tiles 2i and 2i + 1 interleaved group by group (tile 2i's
+// group g, then tile 2i + 1's, then group g + 1 of each: a stride of two blocks), so that the loop that takes them
+// together reads one stream of memory, not two (the 1.5B's one-token products-only pass ran 1.17x faster so than
+// two by two from two streams, and 1.17x faster than one tile at a time, on a Zen 5); an odd last tile follows in
+// the plain order. Any loop reads either order through these two.
+static inline const uint8_t* tile_at(const Tiled& w, int64_t t) {
+    return w.data + (t < w.pairs ? (t - t % 2) * w.groups + t % 2 : t * w.groups) * w.block;
+}
+static inline int64_t stride_of(const Tiled& w, int64_t t) { return t < w.pairs ? 2 * w.block : w.block; }
 
 // out = acc + bias for tile t's rows of the weight and rows m0 .. m0 + MT - 1 of the pass
 template <int MT>
@@ -949,22 +962,24 @@ static inline void add_scaled_dots(const uint8_t* c, const int8_t* q, const int3
 // every group's scales and offsets of tile t (a per-group scale mode), as block decodes them: s and o of group g at
 // 2g, 2g + 1
 static void tile_group_scales(const Tiled& w, int64_t t, F8* out) {
+    const uint8_t* start = tile_at(w, t);
     for (int64_t g = 0; g < w.groups; g++)
-        scales8(w.mode, w.zero, w.data + (t * w.groups + g) * w.block, &out[2 * g], &out[2 * g + 1]);
+        scales8(w.mode, w.zero, start + g * stride_of(w, t), &out[2 * g], &out[2 * g + 1]);
 }
 
-// the tile-groups `ahead` blocks after p asked into the first-level cache: rows of a few hundred bytes are too
-// short for the hardware's stream prefetchers to ramp up; 16 blocks (3-4 KB) ahead: at 8 rows a block takes long
-// enough that 4 ahead arrived late
-__attribute__((always_inline)) static inline void prefetch_ahead(const uint8_t* p, int64_t block) {
+// the tile-group PREFETCH_BLOCKS groups after p (its tile's groups `stride` bytes apart) asked into the first-level
+// cache: rows of a few hundred bytes are too short for the hardware's stream prefetchers to ramp up; 16 blocks
+// (3-4 KB) ahead: at 8 rows a block takes long enough that 4 ahead arrived late
+__attribute__((always_inline)) static inline void prefetch_ahead(const uint8_t* p, int64_t block, int64_t stride) {
 #if WOQ_SIMD
     for (int64_t ahead = 0; ahead < block; ahead += 64)
-        _mm_prefetch((const char*)(p + PREFETCH_BLOCKS * block + ahead), _MM_HINT_T0);
+        _mm_prefetch((const char*)(p + PREFETCH_BLOCKS * stride + ahead), _MM_HINT_T0);
 #elif WOQ_NEON
-    for (int64_t ahead = 0; ahead < block; ahead += 64) __builtin_prefetch(p + PREFETCH_BLOCKS * block + ahead, 0, 3);
+    for (int64_t ahead = 0; ahead < block; ahead += 64) __builtin_prefetch(p + PREFETCH_BLOCKS * stride + ahead, 0, 3);
 #else
     (void)p;
     (void)block;
+    (void)stride;
 #endif
 }
 
@@ -978,9 +993,11 @@ __attribute__((noinline)) static void block(const Tiled& w, int64_t t, const Act
     F8 acc[MT];
     for (int m = 0; m < MT; m++) acc[m] = f_zero();
     const int64_t first = a.index(m0, 0), step = a.index(m0, 1) - first;  // row m0's groups lie `step` apart
+    const uint8_t* start = tile_at(w, t);
+    const int64_t stride = stride_of(w, t);
     for (int64_t g = 0; g < G; g++) {
-        const uint8_t* p = w.data + (t * G + g) * w.block;
-        prefetch_ahead(p, w.block);
+        const uint8_t* p = start + g * stride;
+        prefetch_ahead(p, w.block, stride);
         const int64_t at = first + g * step;  // row m0's group g; row m0 + m's is m after it (its block's MT rows)
         I8 dot[MT];
         group_dots<LAYOUT, MT>(p + head, &a.q[at * GROUP], &a.qsum[at], dot);
@@ -1006,11 +1023,12 @@ struct SuperScales {
 
 // each super-block's integers and values of K-quant tile t, into out[0 .. groups / 8 - 1]
 static void tile_super_scales(const Tiled& w, int64_t t, SuperScales* out) {
+    const int64_t stride = stride_of(w, t);
     for (int64_t b = 0; b < w.groups / SUPER; b++) {
-        const uint8_t* first = w.data + (t * w.groups + b * SUPER) * w.block;
-        out[b].d = super_scales(first, w.block, K_D_AT);
-        out[b].dmin = super_scales(first, w.block, K_MIN_AT);
-        for (int j = 0; j < SUPER; j++) k_ints(first + j * w.block, &out[b].scale[j], &out[b].min[j]);
+        const uint8_t* first = tile_at(w, t) + b * SUPER * stride;
+        out[b].d = super_scales(first, stride, K_D_AT);
+        out[b].dmin = super_scales(first, stride, K_MIN_AT);
+        for (int j = 0; j < SUPER; j++) k_ints(first + j * stride, &out[b].scale[j], &out[b].min[j]);
     }
 }
 
@@ -1022,15 +1040,15 @@ __attribute__((noinline)) static void super_block(const Tiled& w, int64_t t, con
     const int64_t G = w.groups, head = scale_bytes(w.mode);
     F8 acc[MT];
     for (int m = 0; m < MT; m++) acc[m] = f_zero();
-    const int64_t first = a.index(m0, 0), step = a.index(m0, 1) - first;
+    const int64_t first = a.index(m0, 0), step = a.index(m0, 1) - first, stride = stride_of(w, t);
     for (int64_t b = 0; b < G / SUPER; b++) {
-        const uint8_t* start = w.data + (t * G + b * SUPER) * w.block;  // the super-block's first tile-group
+        const uint8_t* start = tile_at(w, t) + b * SUPER * stride;  // the super-block's first tile-group
         I8 total[MT];
         for (int m = 0; m < MT; m++) total[m] = i_zero();
         I8 decoded[SUPER];  // the groups' mins (KEPT: in `kept`)
         for (int j = 0; j < SUPER; j++) {
-            const uint8_t* p = start + j * w.block;
-            prefetch_ahead(p, w.block);
+            const uint8_t* p = start + j * stride;
+            prefetch_ahead(p, w.block, stride);
             const int64_t at = first + (b * SUPER + j) * step;
             I8 dot[MT];
             if constexpr (LAYOUT == SIX_BITS) {
@@ -1046,7 +1064,7 @@ __attribute__((noinline)) static void super_block(const Tiled& w, int64_t t, con
             }
         }
         const int64_t at = first + b * SUPER * step;  // the super-block's activation scale: each group's d
-        const F8 d = KEPT && LAYOUT != SIX_BITS ? kept[b].d : super_scales(start, w.block, LAYOUT == SIX_BITS ? SIX_D_AT : K_D_AT);
+        const F8 d = KEPT && LAYOUT != SIX_BITS ? kept[b].d : super_scales(start, stride, LAYOUT == SIX_BITS ? SIX_D_AT : K_D_AT);
         for (int m = 0; m < MT; m++) acc[m] = f_scaled(acc[m], total[m], d, a.d[at + m]);
         if constexpr (LAYOUT != SIX_BITS) {  // the mins times each group's activation sum (x86: two groups a step)
             const I8* min = KEPT ? kept[b].min : decoded;
@@ -1063,7 +1081,7 @@ __attribute__((noinline)) static void super_block(const Tiled& w, int64_t t, con
                 for (int m = 0; m < MT; m++) total[m] = i_mul_add(total[m], min[j], i_set1(sums[m]));
             }
 #endif
-            const F8 dmin = KEPT ? kept[b].dmin : super_scales(start, w.block, K_MIN_AT);
+            const F8 dmin = KEPT ? kept[b].dmin : super_scales(start, stride, K_MIN_AT);
             for (int m = 0; m < MT; m++) acc[m] = f_scaled(acc[m], total[m], dmin, a.d[at + m]);
         }
     }
@@ -1185,15 +1203,19 @@ static inline void store_block2(const Tiled& w, int64_t t, const __m512* acc, in
     store_block<MT>(w, t + 1, high, m0);
 }
 
-// each tile's stream PREFETCH_BLOCKS ahead of its group g; past the tiles' last group, the next pair's first groups
-// (in the first block of rows: later blocks find the tiles in the cache)
+// each tile's group PREFETCH_BLOCKS after its group g; past the tiles' last group, the next pair's first groups
+// (in the first block of rows: later blocks find the tiles in the cache). In the paired order the two are one
+// stream (tile_at)
 // (always inlined: GCC otherwise judged a call that only prefetches to have no effect and dropped it)
 __attribute__((always_inline)) static inline void prefetch_pair(const Tiled& w, int64_t t, int64_t g, int64_t m0) {
     const int64_t G = w.groups, later = g + PREFETCH_BLOCKS, next = later >= G && m0 == 0;
-    const uint8_t* ahead0 = w.data + ((t + 2 * next) * G + later - next * G) * w.block;
+    const int64_t tile = t + 2 * next, tiles = (w.rows + LANES - 1) / LANES;
+    if (tile + 1 >= tiles) return;  // the weight's last pair: nothing of its after it
+    const int64_t stride = stride_of(w, tile), at = (later - next * G) * stride;
+    const uint8_t *ahead0 = tile_at(w, tile) + at, *ahead1 = tile_at(w, tile + 1) + at;
     for (int64_t ahead = 0; ahead < w.block; ahead += 64) {
         _mm_prefetch((const char*)(ahead0 + ahead), _MM_HINT_T0);
-        _mm_prefetch((const char*)(ahead0 + G * w.block + ahead), _MM_HINT_T0);
+        _mm_prefetch((const char*)(ahead1 + ahead), _MM_HINT_T0);
     }
 }
 
@@ -1207,10 +1229,11 @@ __attribute__((noinline)) static void block2(const Tiled& w, int64_t t, const Ac
     const int64_t G = w.groups, head = scale_bytes(w.mode);
     __m512 acc[MT];
     for (int m = 0; m < MT; m++) acc[m] = _mm512_setzero_ps();
-    const int64_t first = a.index(m0, 0), step = a.index(m0, 1) - first;
+    const int64_t first = a.index(m0, 0), step = a.index(m0, 1) - first, stride = stride_of(w, t);
+    const uint8_t *start0 = tile_at(w, t), *start1 = tile_at(w, t + 1);
     for (int64_t g = 0; g < G; g++) {
-        const uint8_t* p0 = w.data + (t * G + g) * w.block;
-        const uint8_t* p1 = p0 + G * w.block;
+        const uint8_t* p0 = start0 + g * stride;
+        const uint8_t* p1 = start1 + g * stride;
         prefetch_pair(w, t, g, m0);
         const int64_t at = first + g * step;
         __m512i dot[MT];
@@ -1239,16 +1262,16 @@ __attribute__((noinline)) static void super_block2(const Tiled& w, int64_t t, co
     const int64_t G = w.groups, B = G / SUPER, head = scale_bytes(w.mode);
     __m512 acc[MT];
     for (int m = 0; m < MT; m++) acc[m] = _mm512_setzero_ps();
-    const int64_t first = a.index(m0, 0), step = a.index(m0, 1) - first;
+    const int64_t first = a.index(m0, 0), step = a.index(m0, 1) - first, stride = stride_of(w, t);
     for (int64_t b = 0; b < B; b++) {
-        const uint8_t* start0 = w.data + (t * G + b * SUPER) * w.block;
-        const uint8_t* start1 = start0 + G * w.block;
+        const uint8_t* start0 = tile_at(w, t) + b * SUPER * stride;
+        const uint8_t* start1 = tile_at(w, t + 1) + b * SUPER * stride;
         __m512i total[MT];
         for (int m = 0; m < MT; m++) total[m] = _mm512_setzero_si512();
         I8 min[2][SUPER];  // each tile's mins, group by group (KEPT: in `kept`)
         for (int j = 0; j < SUPER; j++) {
-            const uint8_t* p0 = start0 + j * w.block;
-            const uint8_t* p1 = start1 + j * w.block;
+            const uint8_t* p0 = start0 + j * stride;
+            const uint8_t* p1 = start1 + j * stride;
             prefetch_pair(w, t, b * SUPER + j, m0);
             const int64_t at = first + (b * SUPER + j) * step;
             __m512i dot[MT];
@@ -1280,8 +1303,8 @@ __attribute__((noinline)) static void super_block2(const Tiled& w, int64_t t, co
         const int64_t at = first + b * SUPER * step;
         const bool held = KEPT && LAYOUT != SIX_BITS;
         const int d_at = LAYOUT == SIX_BITS ? SIX_D_AT : K_D_AT;
-        const __m512 d = two(held ? kept[b].d : super_scales(start0, w.block, d_at),
-                             held ? kept[B + b].d : super_scales(start1, w.block, d_at));
+        const __m512 d = two(held ? kept[b].d : super_scales(start0, stride, d_at),
+                             held ? kept[B + b].d : super_scales(start1, stride, d_at));
         for (int m = 0; m < MT; m++) acc[m] = f_scaled2(acc[m], total[m], d, a.d[at + m]);
         if constexpr (LAYOUT != SIX_BITS) {
             __m512i mins[MT];
@@ -1293,8 +1316,8 @@ __attribute__((noinline)) static void super_block2(const Tiled& w, int64_t t, co
                 const int32_t* sums = &a.pairs[first + (b * SUPER + j) * step];
                 for (int m = 0; m < MT; m++) mins[m] = _mm512_dpwssd_epi32(mins[m], pairs, _mm512_set1_epi32(sums[m]));
             }
-            const __m512 dmin = two(KEPT ? kept[b].dmin : super_scales(start0, w.block, K_MIN_AT),
-                                    KEPT ? kept[B + b].dmin : super_scales(start1, w.block, K_MIN_AT));
+            const __m512 dmin = two(KEPT ? kept[b].dmin : super_scales(start0, stride, K_MIN_AT),
+                                    KEPT ? kept[B + b].dmin : super_scales(start1, stride, K_MIN_AT));
             for (int m = 0; m < MT; m++) acc[m] = f_scaled2(acc[m], mins[m], dmin, a.d[at + m]);
         }
     }
@@ -1398,7 +1421,7 @@ static inline __m512i signed_bytes_times(__m512i codes, __m512i digit) {
     return _mm512_mask_blend_epi8(0xAAAAAAAAAAAAAAAAull, even, odd);
 }
 
-// Q6_K's super-block (tile-groups from start0 and start1, `block` bytes apart): three planes from `first`, a centred
+// Q6_K's super-block (each tile's tile-groups from start0 and start1, `block` bytes apart): three planes from `first`, a centred
 // code times digit a, b and c of its sub-block's scale (sub = 64 a + 8 b + c), and the rows' d
 static void six_super_planes(const uint8_t* start0, const uint8_t* start1, int64_t block, int64_t head,
                              uint8_t* first, AmxSuper& s) {
@@ -1452,14 +1475,15 @@ static void k_super_planes(const uint8_t* start0, const uint8_t* start1, int64_t
 template <int LAYOUT>
 static void amx_decode(const Tiled& w, int64_t t, int64_t b0, int64_t b1, uint8_t* planes, AmxSuper* supers) {
     constexpr int PLANES = amx_planes<LAYOUT>();
-    const int64_t G = w.groups, head = scale_bytes(w.mode);
+    const int64_t head = scale_bytes(w.mode), stride = stride_of(w, t);
     for (int64_t b = b0; b < b1; b++) {
-        const uint8_t* start0 = w.data + (t * G + b * SUPER) * w.block;
+        const uint8_t* start0 = tile_at(w, t) + b * SUPER * stride;
+        const uint8_t* start1 = tile_at(w, t + 1) + b * SUPER * stride;
         uint8_t* first = planes + PLANES * (b - b0) * AMX_PLANE;
         if constexpr (LAYOUT == SIX_BITS)
-            six_super_planes(start0, start0 + G * w.block, w.block, head, first, supers[b - b0]);
+            six_super_planes(start0, start1, stride, head, first, supers[b - b0]);
         else
-            k_super_planes<LAYOUT>(start0, start0 + G * w.block, w.block, head, first, supers[b - b0]);
+            k_super_planes<LAYOUT>(start0, start1, stride, head, first, supers[b - b0]);
     }
 }
 
@@ -1625,11 +1649,13 @@ static inline void row_block(const Tiled& w, int64_t t0, int64_t t1, const Activ
     const int64_t rows = a.batch - m0 < ROW_TILE ? a.batch - m0 : ROW_TILE;
     // tiles two by two where the pass is bound by its arithmetic: wider than a block of rows (a prefill chunk), or
     // 5 rows or more of codes narrower than bytes (the 1.5B's passes of 5 to 7 rows ran 1.09-1.20x faster so on a
-    // Zen 4); byte codes up to a block are bound by memory. Passes of 1 to 4 rows as PAIRED_ROWS says: on a Zen 4
-    // (a 512-bit instruction takes two of the 256-bit pipes) the 1.5B's passes of 2 to 4 rows ran 0.83-0.94x two
-    // by two, on a Sapphire Rapids (512-bit dots at twice the 256-bit rate) those of 1 to 4 rows 1.20-1.30x; so
-    // the daemon times both on the machine and sets the mask (decoder/tile_pairs.py)
-    const bool wide = a.batch > ROW_TILE || (a.batch >= 5 && LAYOUT != BYTES);
+    // Zen 4), or of any codes where the tiles lie in pairs (one stream: passes of 5 to 8 rows of a Q8_0 weight of
+    // the 1.5B's shapes ran 1.3-1.46x faster so on a Zen 5 than one tile at a time from the plain order); byte
+    // codes up to a block in the plain order are bound by memory. Passes of 1 to 4 rows as PAIRED_ROWS says: from
+    // the plain order, on a Zen 4 (a 512-bit instruction takes two of the 256-bit pipes) the 1.5B's passes of 2 to
+    // 4 rows ran 0.83-0.94x two by two, on a Sapphire Rapids (512-bit dots at twice the 256-bit rate) those of 1
+    // to 4 rows 1.20-1.30x; so the daemon times both on the machine and sets the mask (decoder/tile_pairs.py)
+    const bool wide = a.batch > ROW_TILE || (a.batch >= 5 && (LAYOUT != BYTES || w.pairs));
     const bool narrow = a.batch <= 4 && (PAIRED_ROWS.load(std::memory_order_relaxed) >> (a.batch - 1) & 1);
     const bool paired = TWO_TILES && ((wide && rows > 1) || narrow);
     for (int64_t t = t0; t < t1; t++) {
@@ -1656,13 +1682,18 @@ static const int64_t TILE_GROUP = 4;  // tiles that go through a wide pass's row
 // at the end), each tile decoded once per ROW_TILE rows of the pass. A group's tiles meet each block of rows in
 // turn: the block's activations (ROW_TILE rows of the whole width: 72 KB for 8960 columns) are read from the
 // outer caches once per group, not once per tile, while the group's tiles stay in the second-level cache. With
-// more than one block of rows, the group's scales are decoded once, before its first block (Q6_K's are integers in
+// more than `keep_rows` rows, the group's scales are decoded once, before its first block (Q6_K's are integers in
 // its dots but for its d: read once a super-block). SUPERS: a super-block scale mode (`a` quantized per
 // super-block).
 template <int LAYOUT, bool SUPERS>
 static void weight_tiles(const Tiled& w, const Activations& a) {
     const int64_t tiles = (w.rows + LANES - 1) / LANES, groups = (tiles + TILE_GROUP - 1) / TILE_GROUP;
-    const bool keep = LAYOUT != SIX_BITS && a.batch > ROW_TILE;
+    // keep_rows: one block of rows for tiles in the plain order; for tiles in pairs 4 blocks (32 rows), below which
+    // the scales' own sweep over the tiles (the first to reach memory, with no prefetch) cost more than decoding
+    // them in each block: the 1.5B's products-only passes of 9 to 32 rows ran 1.07-1.20x faster so, of 64 rows
+    // 0.98x (Zen 5)
+    const int64_t keep_rows = w.pairs ? 4 * ROW_TILE : ROW_TILE;
+    const bool keep = LAYOUT != SIX_BITS && a.batch > keep_rows;
     std::vector<F8> scales(keep && !SUPERS ? 2 * TILE_GROUP * w.groups : 0);
     std::vector<SuperScales> supers(keep && SUPERS ? TILE_GROUP * (w.groups / SUPER) : 0);
     const Kept kept = {scales.data(), supers.data()};
@@ -1694,8 +1725,10 @@ static bool known(int64_t layout, int64_t mode, int64_t groups) {
 }
 
 static Tiled tiled(const Job& job, float* out, int64_t out_stride) {
+    const int64_t tiles = (job.rows + LANES - 1) / LANES;
     return {job.tiles, (int)job.layout, (int)job.mode, job.zero, job.rows, job.groups,
-            scale_bytes((int)job.mode) + code_bytes((int)job.layout), job.bias, out, out_stride};
+            scale_bytes((int)job.mode) + code_bytes((int)job.layout), job.paired ? tiles - tiles % 2 : 0, job.bias, out,
+            out_stride};
 }
 
 template <int LAYOUT>
@@ -1703,18 +1736,19 @@ static void dequantize_tiles(const Tiled& w, float* out32, uint16_t* out16, int 
     const int64_t tiles = (w.rows + LANES - 1) / LANES, cols = w.groups * GROUP;
 #pragma omp parallel for schedule(static) num_threads(threads)
     for (int64_t t = 0; t < tiles; t++) {
+        const int64_t stride = stride_of(w, t);
         for (int64_t g = 0; g < w.groups; g++) {
-            const uint8_t* p = w.data + (t * w.groups + g) * w.block;
+            const uint8_t* p = tile_at(w, t) + g * stride;
             float s[LANES] = {}, o[LANES] = {};
-            const uint8_t* first = p - (g % SUPER) * w.block;  // K-quants, Q6_K: the super-block's first
-            if (LAYOUT != SIX_BITS) tile_scales(w.mode, w.zero, p, first, w.block, s, o);
+            const uint8_t* first = p - (g % SUPER) * stride;  // K-quants, Q6_K: the super-block's first
+            if (LAYOUT != SIX_BITS) tile_scales(w.mode, w.zero, p, first, stride, s, o);
             for (int j = 0; j < LANES && t * LANES + j < w.rows; j++) {
                 const int64_t at = (t * LANES + j) * cols + g * GROUP;
                 float row[GROUP];
                 for (int i = 0; i < GROUP; i++) {
                     float scale = s[j], offset = o[j];
                     if (LAYOUT == SIX_BITS) {  // d * sub, and (code - 32) * that exactly by one fma
-                        scale = half_to_float(super_bits(first, w.block, j, SIX_D_AT)) * (float)(int8_t)p[LANES * (i / 16) + j];
+                        scale = half_to_float(super_bits(first, stride, j, SIX_D_AT)) * (float)(int8_t)p[LANES * (i / 16) + j];
                         offset = -(float)SIX_ZERO * scale;
                     }
                     row[i] = fmaf((float)code_at(LAYOUT, p + scale_bytes(w.mode), j, i), scale, offset);

@@ -8,8 +8,9 @@ symmetric formats). Q6_K keeps its own form (:class:`SixBitGroups`, layout :data
 as a nibble plane and a plane of 2-bit pairs, a float16 per 256 weights and a signed byte per 16, 6.5625 bits a
 weight as in the GGUF. A layer holds it as the kernel reads it (:class:`WoqWeight`): tiles of 8 rows, group by
 group, each group's 8 scales and offsets next to its codes interleaved four by four, so that one integer dot
-serves 8 rows and a wide pass decodes each weight once. The kernel multiplies the exact codes by activations
-quantized to int8 per 32 (as llama.cpp) and applies each group's scale and offset in float32.
+serves 8 rows and a wide pass decodes each weight once; for an AVX-512 build's two-tile loop the tiles lie two by
+two, group by group (:attr:`WoqWeight.paired`), so that the loop reads one stream. The kernel multiplies the exact
+codes by activations quantized to int8 per 32 (as llama.cpp) and applies each group's scale and offset in float32.
 
 :func:`woq_state` and :func:`groups_from_state` convert between the groups and the stored tensors, so that one
 cached state serves both kernels."""
@@ -236,7 +237,9 @@ def _padded(values: np.ndarray) -> np.ndarray:
 class WoqWeight:
     """One weight as the kernel reads it: ``tiles`` (uint8) holds, tile of 8 rows by tile, group by group, each
     tile-group's scales (``mode``: one of :data:`SCALE_MODES`) then its codes (``layout``), as decoder/woq_kernel.cpp
-    describes; ``zero`` gives the offsets of the half-zero mode."""
+    describes; ``zero`` gives the offsets of the half-zero mode. ``paired``: tiles 2i and 2i + 1 interleaved group
+    by group instead (tile 2i's group g, tile 2i + 1's, then group g + 1 of each; an odd last tile after them on
+    its own), the order an AVX-512 build's two-tile loop reads as one stream (woq_kernel.cpp: tile_at)."""
 
     tiles: torch.Tensor
     layout: int
@@ -244,22 +247,31 @@ class WoqWeight:
     zero: float
     rows: int
     groups: int
+    paired: bool = False
 
     @classmethod
-    def of(cls, state: dict[str, torch.Tensor]) -> WoqWeight:
-        """The tiles of a :func:`woq_state` (made now, :data:`SLAB` rows at a time)."""
+    def of(cls, state: dict[str, torch.Tensor], paired: bool = False) -> WoqWeight:
+        """The tiles of a :func:`woq_state` (made now, :data:`SLAB` rows at a time), in pairs where ``paired``."""
         layout, cols, rows = int(state["layout"]), int(state["cols"]), int(state["scale"].shape[0])
         groups, mode = cols // GROUP, _scale_mode(state)
         block = SCALE_BYTES[mode] + CODE_BYTES[layout]
-        tiles = np.empty(((rows + LANES - 1) // LANES, groups, block), dtype=np.uint8)
-        for first in range(0, rows, SLAB):
+        count = (rows + LANES - 1) // LANES
+        tiles = np.empty((count, groups, block), dtype=np.uint8)
+        pairs = count // 2 * 2 if paired else 0
+        in_pairs = tiles.reshape(-1)[: pairs * groups * block].reshape(pairs // 2, groups, 2, block)
+        for first in range(0, rows, SLAB):  # SLAB rows: whole pairs of tiles
             part = slice(first, min(rows, first + SLAB))
             codes = _padded(unpack_codes(state["codes"][part], layout, cols))
-            at = slice(first // LANES, first // LANES + codes.shape[0] // LANES)
-            tiles[at, :, : SCALE_BYTES[mode]] = _tile_scales(state, mode, part, groups)
-            tiles[at, :, SCALE_BYTES[mode] :] = _tile_codes(codes, layout)
+            t0, t1 = first // LANES, first // LANES + codes.shape[0] // LANES
+            split = min(max(pairs, t0), t1)  # the slab's tiles below `split` go into pairs, the rest as they are
+            made = tiles[t0:t1] if split == t0 else np.empty((t1 - t0, groups, block), dtype=np.uint8)
+            made[:, :, : SCALE_BYTES[mode]] = _tile_scales(state, mode, part, groups)
+            made[:, :, SCALE_BYTES[mode] :] = _tile_codes(codes, layout)
+            if split > t0:
+                in_pairs[t0 // 2 : split // 2] = made[: split - t0].reshape(-1, 2, groups, block).transpose(0, 2, 1, 3)
+                tiles[split:t1] = made[split - t0 :]
         zero = float(state["zero"]) if "zero" in state else 0.0
-        return cls(torch.from_numpy(tiles.reshape(-1)), layout, mode, zero, rows, groups)
+        return cls(torch.from_numpy(tiles.reshape(-1)), layout, mode, zero, rows, groups, paired)
 
 
 class WoqJob(ctypes.Structure):
@@ -273,6 +285,7 @@ class WoqJob(ctypes.Structure):
         ("rows", ctypes.c_int64),
         ("groups", ctypes.c_int64),
         ("column", ctypes.c_int64),
+        ("paired", ctypes.c_int64),
         ("zero", ctypes.c_float),
     ]
 
@@ -281,7 +294,7 @@ def fill_job(job: WoqJob, weight: WoqWeight, bias: torch.Tensor | None, column: 
     """``job`` describes ``weight`` (and its bias) with its results at output column ``column``."""
     job.tiles, job.bias = weight.tiles.data_ptr(), None if bias is None else bias.data_ptr()
     job.layout, job.mode, job.rows, job.groups = weight.layout, weight.mode, weight.rows, weight.groups
-    job.column, job.zero = column, weight.zero
+    job.column, job.paired, job.zero = column, int(weight.paired), weight.zero
 
 
 @dataclass(frozen=True)

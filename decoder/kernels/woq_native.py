@@ -145,6 +145,12 @@ class WoqKernel:
     def __deepcopy__(self, memo: dict[int, object]) -> WoqKernel:
         return self  # a handle on a loaded library: copies of a model share it
 
+    @property
+    def two_tiles(self) -> bool:
+        """Whether this build has the AVX-512 two-tile loop: the weights it multiplies are laid out in pairs
+        (:attr:`WoqWeight.paired`), the order that loop reads as one stream."""
+        return self.pair_rows() is not None
+
     def pair_rows(self, mask: int | None = None) -> int | None:
         """Which passes of 1 to 4 rows take the AVX-512 two-tile loop (bit n - 1: passes of n rows): set to
         ``mask`` where given; the mask in force before, or None at a level without that loop."""
@@ -461,15 +467,17 @@ def probe_weights(generator: torch.Generator) -> list[AffineGroups | SixBitGroup
 
 
 def probe(kernel: WoqKernel) -> bool:
-    """Whether the kernel agrees with :func:`reference_product` on a small weight of every layout."""
+    """Whether the kernel agrees with :func:`reference_product` on a small weight of every layout, its tiles in
+    either order (:attr:`WoqWeight.paired`)."""
     generator = torch.Generator().manual_seed(0)
     for groups in probe_weights(generator):
         x = torch.randn(3, groups.shape[1], generator=generator)
-        got = kernel.linear(x, WoqProduct.of([(WoqWeight.of(woq_state(groups)), None)]))
         supers = isinstance(groups, SixBitGroups) or groups.levels is not None  # activations per super-block
         want = reference_product(x, torch.from_numpy(groups.dequantize()), supers)
-        if not torch.allclose(got.double(), want, rtol=1e-4, atol=1e-4 * float(want.abs().max())):
-            return False
+        for paired in (False, True):
+            got = kernel.linear(x, WoqProduct.of([(WoqWeight.of(woq_state(groups), paired), None)]))
+            if not torch.allclose(got.double(), want, rtol=1e-4, atol=1e-4 * float(want.abs().max())):
+                return False
     return True
 
 

@@ -16,23 +16,27 @@ from lookahead_lsp.decoder.weights.gguf_blocks import GROUP
 
 class WoqLinear(torch.nn.Module):
     """``y = x W^T + b`` on the native kernel; float32 in and out, any leading shape. Holds the weight's tiles
-    only (made from its stored state once, when the layer is built)."""
+    only (made from its stored state once, when the layer is built), in pairs where the kernel takes tiles two by
+    two (``paired``: that kernel's :attr:`WoqKernel.two_tiles` unless given)."""
 
     tiles: torch.Tensor
     bias: torch.Tensor | None
 
-    def __init__(self, kernel: WoqKernel, state: dict[str, torch.Tensor], bias: torch.Tensor | None) -> None:
+    def __init__(
+        self, kernel: WoqKernel, state: dict[str, torch.Tensor], bias: torch.Tensor | None, paired: bool | None = None
+    ) -> None:
         super().__init__()
         self.kernel = kernel
-        weight = WoqWeight.of(state)
+        weight = WoqWeight.of(state, kernel.two_tiles if paired is None else paired)
         self.register_buffer("tiles", weight.tiles)
         self.register_buffer("bias", None if bias is None else bias.float().contiguous())
-        self.layout, self.mode, self.zero = weight.layout, weight.mode, weight.zero
+        self.layout, self.mode, self.zero, self.paired = weight.layout, weight.mode, weight.zero, weight.paired
         self.in_features, self.out_features = weight.groups * GROUP, weight.rows
 
     def weight(self) -> WoqWeight:
         """The weight as the kernel reads it."""
-        return WoqWeight(self.tiles, self.layout, self.mode, self.zero, self.out_features, self.in_features // GROUP)
+        groups = self.in_features // GROUP
+        return WoqWeight(self.tiles, self.layout, self.mode, self.zero, self.out_features, groups, self.paired)
 
     def product(self) -> WoqProduct:
         """This layer as a one-weight :class:`WoqProduct` (made once; again if its tensors were replaced)."""

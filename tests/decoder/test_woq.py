@@ -276,6 +276,35 @@ def test_every_level_computes_the_same_bits_as_the_scalar_build(levels: dict[str
     assert modes == set(SCALE_MODES.values()) - {SCALE_MODES["sub-scales"]}
 
 
+def test_tiles_in_pairs_give_the_plain_orders_bits_at_every_level(levels: dict[str, WoqKernel]) -> None:
+    """The paired order (an AVX-512 build's: tiles two by two, group by group) holds the plain order's tile-groups
+    moved, an odd last tile as it was; read that way every level gives the plain order's bits, for every pass width
+    (one tile or two at a time, scales kept or decoded in each block of rows) and in dequantization."""
+    weights = [*every_kind_of_weight(), k_quant_groups(40, 512, seed=8)]  # 40 rows: 5 tiles, the last alone
+    for groups in weights:
+        state = woq_state(groups)
+        x = torch.randn(40, groups.shape[1], generator=torch.Generator().manual_seed(9))
+        x[5] *= 1000.0
+        for level, kernel in levels.items():
+            plain, paired = WoqLinear(kernel, state, None, paired=False), WoqLinear(kernel, state, None, paired=True)
+            assert not plain.paired and paired.paired
+            assert torch.equal(paired.tiles.sort().values, plain.tiles.sort().values)
+            assert not torch.equal(paired.tiles, plain.tiles)  # moved: two tiles at least
+            count = (groups.shape[0] + 7) // 8
+            if count % 2:  # the last tile in the plain order in both
+                last = plain.tiles.numel() // count
+                assert torch.equal(paired.tiles[-last:], plain.tiles[-last:])
+            masks = (0, 15) if kernel.pair_rows() is not None else (None,)
+            before = kernel.pair_rows()
+            for mask in masks:
+                kernel.pair_rows(mask)
+                for rows in (1, 2, 3, 4, 5, 8, 9, 12, 33, 40):
+                    assert torch.equal(paired(x[:rows]), plain(x[:rows])), (level, mask, rows)
+            kernel.pair_rows(before)
+            assert torch.equal(paired.dense(torch.float32), plain.dense(torch.float32)), level
+            assert torch.equal(paired.dense(), plain.dense()), level
+
+
 def test_the_layouts_cover_every_code_width_the_gguf_readers_produce() -> None:
     assert sorted(LAYOUTS) == [4, 5, 8] and all(layout_for(bits) >= bits for bits in range(1, 9))
 
