@@ -6,7 +6,7 @@ for passes of 1 to 4 tokens which is faster depends on the core: from tiles in t
 runs 512-bit dot products at twice the 256-bit rate (the 1.5B's passes of 1 to 4 tokens 1.20-1.30x faster two by
 two), a Zen 4 splits each over two 256-bit pipes (0.83-0.94x at 2 to 4 tokens). An AVX-512 build's weights now lie
 in pairs (``WoqWeight.paired``: the two-tile loop reads one stream, the one-tile loop every other tile-group), and
-on a Zen 5 the two-tile loop ran the 1.5B's products of 1 to 4 tokens 1.04-1.20x faster than one tile at a time
+on a Zen 5 the two-tile loop ran the 1.5B's products of 1 to 4 tokens 1.12-1.18x faster than the faster loop
 from the plain order. Both loops give the same bits, so the choice is one of speed
 alone, and it is made where it can be seen: each width's pass of the model timed both ways in interleaved rounds
 (each way's fastest), the two-tile loop kept where it is faster by :data:`MARGIN`. The choice is stored beside
