@@ -9,12 +9,13 @@ in pairs (``WoqWeight.paired``: the two-tile loop reads one stream, the one-tile
 on a Zen 5 the two-tile loop ran the 1.5B's products of 1 to 4 tokens 1.12-1.18x faster than the faster loop
 from the plain order. Both loops give the same bits, so the choice is one of speed
 alone, and it is made where it can be seen: each width's pass of the model timed both ways in interleaved rounds
-(each way's fastest), the two-tile loop kept where it is faster by :data:`MARGIN`. The choice is stored beside
+(each way's fastest), one tile at a time kept only where it is faster by :data:`MARGIN`. The choice is stored beside
 the pass-cost table, under its key (``decoder/cost_table.py``: this machine, model, kernel build and pass code; it
 settles the choice before its table is timed, so that the table times the passes as they will run), and read back
 by later processes. A choice timed while other work ran is not one of speed: both loops wait on the same
 stalls and time alike (a 2-core Zen 5 held the 1.5B's choice as "none"; timed on a quiet stretch it is 3 and 4
-tokens, whose passes run 1.07x and 1.16x faster two by two). So the stored choice records the machine's load while
+tokens, whose passes run 1.07x and 1.16x faster two by two; with the weights in pairs a tie keeps the two-tile
+loop). So the stored choice records the machine's load while
 it was timed and expires as every stored timing does (``decoder/timing_load.py``: older than the kernel build, or
 timed under load and the machine quiet now). The host's own load (other machines' share of its memory: the same
 timing in fresh processes chose "none", "4" and "3, 4" within minutes, no other process running) shows in neither
@@ -41,10 +42,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-VERSION = 2  # of the file's layout and of how the choice is timed (2: with the load it was timed under)
+VERSION = 3  # of the file's layout and of how the choice is timed (2: with the load it was timed under; 3: the
+# two-tile loop unless one tile at a time is faster, the weights in pairs)
 WIDTHS = (1, 2, 3, 4)  # tokens per pass the choice is made for (the kernel's mask: bit n - 1)
 ROUNDS = 3  # interleaved rounds; each way of each width keeps its fastest
-MARGIN = 0.03  # the two-tile loop is kept where its fastest pass is at least this much faster: closer is noise
+MARGIN = 0.03  # one tile at a time is kept where its fastest pass is at least this much faster: closer is noise
 
 
 def model_kernel(model: torch.nn.Module) -> WoqKernel | None:
@@ -70,8 +72,9 @@ def choose(
 ) -> tuple[int, float]:
     """The kernel's mask of the ``widths`` whose passes ran faster two tiles at a time: ``time_pass(n, paired)``
     times one pass of n tokens one way, each width both ways in ``rounds`` rounds (which way first alternates), and
-    each way keeps its fastest (the round least disturbed by other work). With it the timing's spread: the
-    slowest round of a one-token pass (one tile at a time) over its fastest."""
+    each way keeps its fastest (the round least disturbed by other work); a width leaves the two-tile loop only
+    where one tile at a time is faster by :data:`MARGIN` (the weights lie in that loop's order). With it the
+    timing's spread: the slowest round of a one-token pass (one tile at a time) over its fastest."""
     times: dict[tuple[int, bool], list[float]] = {}
     for round_ in range(rounds):
         for n in widths:
@@ -79,7 +82,7 @@ def choose(
                 times.setdefault((n, paired), []).append(time_pass(n, paired))
     best = {way: min(seconds) for way, seconds in times.items()}
     reference = times[widths[0], False]
-    mask = sum(1 << (n - 1) for n in widths if best[n, True] < (1.0 - MARGIN) * best[n, False])
+    mask = sum(1 << (n - 1) for n in widths if not best[n, False] < (1.0 - MARGIN) * best[n, True])
     return mask, max(reference) / max(min(reference), 1e-9)
 
 

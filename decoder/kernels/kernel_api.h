@@ -39,7 +39,8 @@ int woq_dequantize(const Job* job, float* out32, uint16_t* out16, int threads);
 int64_t woq_block_bytes(int64_t layout, int64_t mode);
 const char* woq_isa(void);
 // Passes of n = 1 to 4 rows whose bit n - 1 is set in `mask` take AVX-512's two-tile loop (decoder/tile_pairs.py
-// times both); mask < 0 only asks. The mask in force before, or -1 at a level without the two-tile loop.
+// times both; all until set); mask < 0 only asks. The mask in force before, or -1 at a level without the two-tile
+// loop.
 int64_t woq_pair_rows(int64_t mask);
 // keys and values float32, or IEEE half where kv_half (native_math.h's half_to_float: read exactly as float32)
 int row_attention(const float* q, int64_t rows, int64_t heads, int64_t kv_heads, int64_t dim, const void* k,

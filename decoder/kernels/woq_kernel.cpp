@@ -1639,8 +1639,9 @@ static inline void tiles_block(const Tiled& w, int64_t t, bool two_tiles, const 
     else block<LAYOUT, MT, KEPT>(w, t, a, m0, kept.scales);
 }
 
-// bit n - 1 set: a pass of n rows (1 to 4) takes the two-tile loop (woq_pair_rows; none until set)
-static std::atomic<int64_t> PAIRED_ROWS{0};
+// bit n - 1 set: a pass of n rows (1 to 4) takes the two-tile loop (woq_pair_rows; all until set: the order the
+// weights lie in at this level is the two-tile loop's)
+static std::atomic<int64_t> PAIRED_ROWS{15};
 
 // tiles t0 .. t1 - 1 of the weight against rows m0 .. m0 + ROW_TILE - 1 (or the rest of the rows) of the pass;
 // KEPT: with their scales in `kept`, tile by tile (weight_tiles)
