@@ -1651,7 +1651,7 @@ static inline void row_block(const Tiled& w, int64_t t0, int64_t t1, const Activ
     // tiles two by two where the pass is bound by its arithmetic: wider than a block of rows (a prefill chunk), or
     // 5 rows or more of codes narrower than bytes (the 1.5B's passes of 5 to 7 rows ran 1.09-1.20x faster so on a
     // Zen 4), or of any codes where the tiles lie in pairs (one stream: passes of 5 to 8 rows of a Q8_0 weight of
-    // the 1.5B's shapes ran 1.3-1.46x faster so on a Zen 5 than one tile at a time from the plain order); byte
+    // the 1.5B's shapes ran 1.32-1.42x faster so on a Zen 5 than one tile at a time from the plain order); byte
     // codes up to a block in the plain order are bound by memory. Passes of 1 to 4 rows as PAIRED_ROWS says: from
     // the plain order, on a Zen 4 (a 512-bit instruction takes two of the 256-bit pipes) the 1.5B's passes of 2 to
     // 4 rows ran 0.83-0.94x two by two, on a Sapphire Rapids (512-bit dots at twice the 256-bit rate) those of 1

@@ -114,14 +114,15 @@ def test_a_choice_timed_under_load_or_before_the_kernel_build_is_timed_again(
 
 def test_an_unreadable_choice_is_timed_again(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     path = tmp_path / "pairs-woq-avx512-0-0.json"
-    for text in ('{"version": 2, "mask": 16}', '{"version": 1, "mask": 3}', '{"version": 2, "mask": "3"}'):
+    old = '{"version": 2, "mask": 3, "measured_at": 5.0, "busy": 0.25, "spread": 1.5}'  # timed the other way round
+    for text in ('{"version": 3, "mask": 16}', '{"version": 1, "mask": 3}', '{"version": 3, "mask": "3"}', old):
         path.write_text(text)
         assert tile_pairs.load(path) is None
     path.write_text("{not json")
     with caplog.at_level(logging.WARNING, logger="lookahead_lsp.decoder.tile_pairs"):
         assert tile_pairs.load(path) is None
     assert "timing it again" in caplog.text
-    path.write_text('{"version": 2, "mask": 3, "measured_at": 5.0, "busy": 0.25, "spread": 1.5}')
+    path.write_text('{"version": 3, "mask": 3, "measured_at": 5.0, "busy": 0.25, "spread": 1.5}')
     assert tile_pairs.load(path) == tile_pairs.Choice(3, 5.0, Load(0.25, 1.5))
     assert tile_pairs.load(tmp_path / "absent.json") is None
     assert tile_pairs.describe(None).endswith("none at this level")
