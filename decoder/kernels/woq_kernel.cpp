@@ -963,8 +963,8 @@ static inline void add_scaled_dots(const uint8_t* c, const int8_t* q, const int3
 // 2g, 2g + 1
 static void tile_group_scales(const Tiled& w, int64_t t, F8* out) {
     const uint8_t* start = tile_at(w, t);
-    for (int64_t g = 0; g < w.groups; g++)
-        scales8(w.mode, w.zero, start + g * stride_of(w, t), &out[2 * g], &out[2 * g + 1]);
+    const int64_t stride = stride_of(w, t);
+    for (int64_t g = 0; g < w.groups; g++) scales8(w.mode, w.zero, start + g * stride, &out[2 * g], &out[2 * g + 1]);
 }
 
 // the tile-group PREFETCH_BLOCKS groups after p (its tile's groups `stride` bytes apart) asked into the first-level
@@ -1421,8 +1421,8 @@ static inline __m512i signed_bytes_times(__m512i codes, __m512i digit) {
     return _mm512_mask_blend_epi8(0xAAAAAAAAAAAAAAAAull, even, odd);
 }
 
-// Q6_K's super-block (each tile's tile-groups from start0 and start1, `block` bytes apart): three planes from `first`, a centred
-// code times digit a, b and c of its sub-block's scale (sub = 64 a + 8 b + c), and the rows' d
+// Q6_K's super-block (each tile's tile-groups from start0 and start1, `block` bytes apart): three planes from
+// `first`, a centred code times digit a, b and c of its sub-block's scale (sub = 64 a + 8 b + c), and the rows' d
 static void six_super_planes(const uint8_t* start0, const uint8_t* start1, int64_t block, int64_t head,
                              uint8_t* first, AmxSuper& s) {
     for (int j = 0; j < SUPER; j++) {

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -237,17 +238,26 @@ def test_the_start_up_probe_rejects_a_kernel_that_gets_k_quants_wrong(kernel: Wo
     assert not probe(OffOnKQuants())  # type: ignore[arg-type]
 
 
+def narrow_pass_masks(kernel: WoqKernel) -> Iterator[int | None]:
+    """Each of the kernel's masks for passes of 1 to 4 rows set in turn (at an AVX-512 level none and all: one tile
+    at a time and the two-tile loop; else None, no choice), the mask before set again at the end."""
+    before = kernel.pair_rows()
+    try:
+        for mask in (0, 15) if before is not None else (None,):
+            kernel.pair_rows(mask)
+            assert kernel.pair_rows() == mask
+            yield mask
+    finally:
+        kernel.pair_rows(before)
+
+
 def assert_narrow_passes_as_alone(kernel: WoqKernel, layer: WoqLinear, x: torch.Tensor, want: torch.Tensor) -> None:
     """Each row of ``x`` alone and passes of its first 2 to 4 rows give ``want``'s rows; at an AVX-512 level both
     with the two-tile loop for such passes (``pair_rows``) and without."""
-    before = kernel.pair_rows()
-    for mask in (0, 15) if before is not None else (None,):
-        kernel.pair_rows(mask)
-        assert kernel.pair_rows() == mask
+    for mask in narrow_pass_masks(kernel):
         assert torch.equal(torch.cat([layer(x[i : i + 1]) for i in range(x.shape[0])]), want), mask
         for rows in (2, 3, 4):
             assert torch.equal(layer(x[:rows]), want[:rows]), (mask, rows)
-    kernel.pair_rows(before)
 
 
 def test_every_level_computes_the_same_bits_as_the_scalar_build(levels: dict[str, WoqKernel]) -> None:
@@ -294,13 +304,9 @@ def test_tiles_in_pairs_give_the_plain_orders_bits_at_every_level(levels: dict[s
             if count % 2:  # the last tile in the plain order in both
                 last = plain.tiles.numel() // count
                 assert torch.equal(paired.tiles[-last:], plain.tiles[-last:])
-            masks = (0, 15) if kernel.pair_rows() is not None else (None,)
-            before = kernel.pair_rows()
-            for mask in masks:
-                kernel.pair_rows(mask)
+            for mask in narrow_pass_masks(kernel):
                 for rows in (1, 2, 3, 4, 5, 8, 9, 12, 33, 40):
                     assert torch.equal(paired(x[:rows]), plain(x[:rows])), (level, mask, rows)
-            kernel.pair_rows(before)
             assert torch.equal(paired.dense(torch.float32), plain.dense(torch.float32)), level
             assert torch.equal(paired.dense(), plain.dense()), level
 
