@@ -258,8 +258,16 @@ class Run:
     workload: str
     config: str
     token_ids: list[int]
-    stats: DecodeStats
+    stats: DecodeStats  # the fastest round's decoding (the first round's prefill)
     identical: bool  # the raw token ids equal plain greedy's
+    # every round's decode time, in order: the first is what a user meets (a peer's later rounds may draft from
+    # its own earlier output of the same hole: llama.cpp's ngram-mod keeps its table from request to request)
+    rounds_ms: tuple[float, ...] = ()
+
+    @property
+    def first_ms(self) -> float:
+        """The first round's decode time (the fastest's where the rounds were not kept)."""
+        return self.rounds_ms[0] if self.rounds_ms else self.stats.decode_ms
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -269,6 +277,7 @@ class Run:
             "identical_to_greedy": self.identical,
             "token_ids": self.token_ids,
             **self.stats.to_dict(),
+            "rounds_decode_ms": [round(ms, 2) for ms in self.rounds_ms],
         }
 
 
@@ -324,7 +333,10 @@ def run_bench(
     also starts from what the decoder had learned before the first (lookahead's acceptance estimates and pass
     costs: :meth:`decoder.steps.SlotDecoder.relearn`), not from what the hole's own earlier rounds taught it:
     each round is the first one a user meets, and the fastest of them measures it with less of the host's noise.
-    Every round must give the same tokens, else the run counts as not identical to greedy. ``peers``: the
+    Every round must give the same tokens, else the run counts as not identical to greedy. Each round's decode
+    time is kept too (:attr:`Run.rounds_ms`): the report sets the first rounds beside the fastest, since a
+    peer is not held to what it knew before the hole (llama.cpp's ngram-mod drafts its later rounds from its own
+    first). ``peers``: the
     decoders of the ``peer`` configurations (running llama-servers, which prefill the whole prompt on every
     call); with them, ours too start every decode from an empty cache, so that prefill and completion times
     compare like with like."""
@@ -365,7 +377,8 @@ def run_bench(
             fastest = min(outs, key=lambda out: out.stats.decode_ms)
             identical = all(out.token_ids == reference for out in outs)
             stats = with_prefill_of(fastest.stats, outs[0].stats)
-            result.runs.append(Run(hole.id, hole.workload, config.name, fastest.token_ids, stats, identical))
+            rounds_ms = tuple(out.stats.decode_ms for out in outs)
+            result.runs.append(Run(hole.id, hole.workload, config.name, fastest.token_ids, stats, identical, rounds_ms))
         if progress is not None:
             elapsed = time.perf_counter() - started
             progress(f"hole {i + 1}/{len(holes)} {hole.id} ({elapsed:.0f} s)", (i + 1) / len(holes))
@@ -420,6 +433,7 @@ class Summary:
     completion_ms: float = 0.0  # mean per hole: prefill + decode, the time to the whole completion
     completion_speedup: float = 0.0  # geometric mean over holes of greedy completion time / this one
     new_tokens: int = 0  # over all holes: 0 marks a configuration that produced nothing (no speedup to show)
+    first_tokens_per_s: float = 0.0  # all new tokens / all first rounds' decode time (what a user meets)
 
     def to_dict(self) -> dict[str, Any]:
         return {k: round(v, 3) if isinstance(v, float) else v for k, v in self.__dict__.items()}
@@ -435,6 +449,7 @@ def summarize(result: BenchResult, workload: str | None = None) -> list[Summary]
             continue
         tokens = sum(r.stats.new_tokens for r in runs)
         decode_s = sum(r.stats.decode_ms for r in runs) / 1000.0
+        first_s = sum(r.first_ms for r in runs) / 1000.0
         steps = [n for r in runs for n in r.stats.accepted_per_step]
         passes = sum(r.stats.steps for r in runs)
         summaries.append(
@@ -453,6 +468,7 @@ def summarize(result: BenchResult, workload: str | None = None) -> list[Summary]
                 completion_ms=sum(_completion_ms(r.stats) for r in runs) / len(runs),
                 completion_speedup=_paired_speedup(runs, greedy, _completion_ms),
                 new_tokens=tokens,
+                first_tokens_per_s=tokens / first_s if first_s > 0 else 0.0,
             )
         )
     return summaries

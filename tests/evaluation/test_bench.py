@@ -50,6 +50,9 @@ def test_bench_end_to_end_lookahead_equals_greedy(tiny_model_dir: Path, tmp_path
     data = json.loads((again / "bench.json").read_text())
     assert data["meta"]["repeats"] == 3 and len(data["runs"]) == 2 * 2
     assert all(run["identical_to_greedy"] for run in data["runs"])
+    # every round's decode time kept, the fastest of them the run's
+    assert all(len(run["rounds_decode_ms"]) == 3 for run in data["runs"])
+    assert all(min(run["rounds_decode_ms"]) == run["decode_ms"] for run in data["runs"])
 
 
 def test_eval_end_to_end_writes_scored_completions(tiny_model_dir: Path, tmp_path: Path) -> None:

@@ -54,20 +54,48 @@ def test_per_hole_ratios_are_greedys_time_over_lookaheads() -> None:
     from lookahead_lsp.evaluation.report import per_hole_markdown
     from lookahead_lsp.evaluation.speed import BenchResult, Run
 
-    def run(hole: str, workload: str, config: str, decode_ms: float, steps: int) -> Run:
-        return Run(hole, workload, config, [1], DecodeStats(steps=steps, decode_ms=decode_ms), True)
+    def run(hole: str, workload: str, config: str, decode_ms: float, steps: int, first: float) -> Run:
+        stats = DecodeStats(steps=steps, decode_ms=decode_ms)
+        return Run(hole, workload, config, [1], stats, True, (first, decode_ms))
 
     result = BenchResult({}, ["greedy", "lookahead"], [])
     result.runs = [
-        run("fim:a.py:1:0", "fim", "greedy", 1000.0, 40),
-        run("fim:a.py:1:0", "fim", "lookahead", 500.0, 18),
-        run("fim:b.py:9:4", "fim", "greedy", 900.0, 40),
-        run("fim:b.py:9:4", "fim", "lookahead", 1000.0, 39),
-        run("repo:c.py:3:8", "repo", "greedy", 800.0, 40),
-        run("repo:c.py:3:8", "repo", "lookahead", 400.0, 12),
+        run("fim:a.py:1:0", "fim", "greedy", 1000.0, 40, 1100.0),
+        run("fim:a.py:1:0", "fim", "lookahead", 500.0, 18, 550.0),
+        run("fim:b.py:9:4", "fim", "greedy", 900.0, 40, 990.0),
+        run("fim:b.py:9:4", "fim", "lookahead", 1000.0, 39, 1100.0),
+        run("repo:c.py:3:8", "repo", "greedy", 800.0, 40, 800.0),
+        run("repo:c.py:3:8", "repo", "lookahead", 400.0, 12, 1000.0),  # a first round slower than greedy's
     ]
     table = per_hole_markdown(result)
-    assert "| fim:a.py:1:0 | 1000 | 500 | 2.00 | 40 / 18 |" in table
-    assert "| fim:b.py:9:4 | 900 | 1000 | 0.90 |" in table
-    assert "- fim: median 1.45x, lowest 0.90x over 2 holes" in table
-    assert "- repo: median 2.00x, lowest 2.00x over 1 holes" in table
+    assert "| fim:a.py:1:0 | 1000 | 500 | 2.00 | 2.00 | 40 / 18 |" in table
+    assert "| fim:b.py:9:4 | 900 | 1000 | 0.90 | 0.90 |" in table
+    assert "| repo:c.py:3:8 | 800 | 400 | 2.00 | 0.80 |" in table
+    assert "- fim: median 1.45x, lowest 0.90x over 2 holes; first round lowest 0.90x, 1 below 0.97x" in table
+    assert "- repo: median 2.00x, lowest 2.00x over 1 holes; first round lowest 0.80x, 1 below 0.97x" in table
+
+
+def test_first_rounds_are_set_beside_the_fastest() -> None:
+    """A peer whose later rounds of a hole draft from its own first (llama.cpp's ngram-mod keeps its table) is
+    fastest by its best round; the first rounds, what a user meets, are compared apart."""
+    from lookahead_lsp.decoder.types import DecodeStats
+    from lookahead_lsp.evaluation.speed import BenchResult, Run, summarize
+
+    rounds = {
+        "greedy": (1000.0, 950.0, 990.0),
+        "lookahead": (600.0, 560.0, 580.0),
+        "llama-server": (1300.0, 1250.0, 1280.0),
+        "llama-server-ngram": (1200.0, 500.0, 480.0),  # warm from its first round
+    }
+    result = BenchResult({}, list(rounds), [])
+    result.runs = [
+        Run("fim:a.py:1:0", "fim", name, [1], DecodeStats(new_tokens=48, decode_ms=min(ms)), True, ms)
+        for name, ms in rounds.items()
+    ]
+    summaries = summarize(result)
+    assert [round(s.first_tokens_per_s, 1) for s in summaries] == [48.0, 80.0, 36.9, 40.0]
+    lines = peer_lines(summaries)
+    assert lines[0].endswith("llama-server-ngram (100.0)") and "0.86x" in lines[1]  # 48 / 0.56 s against 48 / 0.48 s
+    assert lines[-3].endswith("llama-server-ngram (40.0 tokens/s)")
+    assert lines[-2].endswith("lookahead / that: 2.00x")  # 80 / 40
+    assert lines[-1].endswith("greedy / llama-server plain: 1.30x")  # 48 / 36.9
