@@ -334,12 +334,11 @@ def run_bench(
     costs: :meth:`decoder.steps.SlotDecoder.relearn`), not from what the hole's own earlier rounds taught it:
     each round is the first one a user meets, and the fastest of them measures it with less of the host's noise.
     Every round must give the same tokens, else the run counts as not identical to greedy. Each round's decode
-    time is kept too (:attr:`Run.rounds_ms`): the report sets the first rounds beside the fastest, since a
-    peer is not held to what it knew before the hole (llama.cpp's ngram-mod drafts its later rounds from its own
-    first). ``peers``: the
-    decoders of the ``peer`` configurations (running llama-servers, which prefill the whole prompt on every
-    call); with them, ours too start every decode from an empty cache, so that prefill and completion times
-    compare like with like."""
+    time is kept too (:attr:`Run.rounds_ms`): the report sets the first rounds beside the fastest, since a peer is
+    not held to what it knew before the hole (llama.cpp's ngram-mod drafts its later rounds from its own first).
+    ``peers``: the decoders of the ``peer`` configurations (running llama-servers, which prefill the whole prompt
+    on every call); with them, ours too start every decode from an empty cache, so that prefill and completion
+    times compare like with like."""
     if not configs or configs[0].name != REFERENCE:
         raise ValueError("the first configuration must be plain greedy, the reference")
     meta["cost_model"] = describe(cost)
