@@ -7,7 +7,9 @@ size, each size's fastest: the round least disturbed by other work), written bes
 runs on (the kernel cache of ``decoder/kernels/woq_native.py``; a model without the native kernel uses the same
 folder) and read back by every later process: a cold process neither pays for the timing nor starts from a
 constant. The decoders' live passes correct it (:meth:`CostModel.observe`) and the corrected table is written
-back every :data:`decoder.policy.PERSIST_EVERY` live passes.
+back every :data:`decoder.policy.PERSIST_EVERY` live passes. The table records when it was timed and the machine's
+load while it ran, and expires as every stored timing does (``decoder/timing_load.py``: older than the kernel
+build, or timed under load and the machine quiet now); live write-backs keep the timing's own stamp.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import logging
 import platform
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -27,13 +30,15 @@ import torch
 
 from lookahead_lsp.decoder.policy import CostModel
 from lookahead_lsp.decoder.tile_pairs import model_kernel, pairs_path, settle
+from lookahead_lsp.decoder.timing_load import Load, built_at, machine_busy, read_stamp, stamp, verdict
 from lookahead_lsp.decoder.weights.cache import write_json
 
 log = logging.getLogger(__name__)
 
 # of the file's layout and of how it is measured: a new one measures again (2: the stored one-token time stays the
-# timed one; version 1 wrote back the live mean, which a busy run raised and the next process took as quiet)
-VERSION = 2
+# timed one; version 1 wrote back the live mean, which a busy run raised and the next process took as quiet; 3: with
+# when it was timed and under what load, expiring as the other stored timings do)
+VERSION = 3
 SIZES = (1, 2, 3, 4, 5, 6, 8, 12, 16)  # tokens per timed pass
 ROUNDS = 3  # interleaved rounds; each size keeps its fastest
 ATTEMPTS = 3  # at most this many times ROUNDS where the timing is implausible (measure)
@@ -122,27 +127,39 @@ def table_path(model: torch.nn.Module) -> Path:
     return folder / f"cost-{stem}-{hashlib.sha256(key.encode()).hexdigest()[:20]}.json"
 
 
-def load(path: Path, pairs: int | None = None) -> CostModel | None:
-    """The table stored at ``path``, or None where there is none, it cannot be read, or it was timed under
-    another two-tile choice than ``pairs`` (:func:`settle_pairs`': its passes of 1 to 4 tokens ran another loop)."""
+@dataclass(frozen=True)
+class Timed:
+    """A table as timed: the table, when (seconds since the epoch) and the machine's load while it ran."""
+
+    cost: CostModel
+    measured_at: float
+    load: Load
+
+
+def load(path: Path, pairs: int | None = None) -> Timed | None:
+    """The table stored at ``path`` with its timing's stamp, or None where there is none, it cannot be read, or it
+    was timed under another two-tile choice than ``pairs`` (:func:`settle_pairs`': its passes of 1 to 4 tokens ran
+    another loop)."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         points = tuple((int(n), float(c)) for n, c in data["points"])
         base = data.get("one_token_seconds")
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+        measured_at, timed_load = read_stamp(data)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         if not isinstance(exc, FileNotFoundError):
             log.warning("pass-cost table %s unreadable (%s): measuring again", path, exc)
         return None
     if data.get("version") != VERSION or not points or points[0] != (1, 1.0) or data.get("pairs") != pairs:
         return None
-    return CostModel(points, one_token_seconds=float(base) if base else None)
+    return Timed(CostModel(points, one_token_seconds=float(base) if base else None), measured_at, timed_load)
 
 
-def save(path: Path, cost: CostModel, one_token_seconds: float | None = None, pairs: int | None = None) -> None:
-    """Write ``cost``'s current table (its live corrections folded in) to ``path``, whole or not at all, with
-    ``one_token_seconds`` (default: the table's own base) as the time of a one-token pass on this machine at
-    rest and ``pairs`` the two-tile choice its passes ran under; a failure is logged, never raised (the table is
-    only an optimisation)."""
+def save(path: Path, timed: Timed, one_token_seconds: float | None = None, pairs: int | None = None) -> None:
+    """Write ``timed``'s current table (its live corrections folded in) to ``path`` with its timing's stamp, whole
+    or not at all, with ``one_token_seconds`` (default: the table's own base) as the time of a one-token pass on
+    this machine at rest and ``pairs`` the two-tile choice its passes ran under; a failure is logged, never
+    raised (the table is only an optimisation)."""
+    cost = timed.cost
     base = cost.one_token_seconds if one_token_seconds is None else one_token_seconds
     data = {
         "version": VERSION,
@@ -150,29 +167,43 @@ def save(path: Path, cost: CostModel, one_token_seconds: float | None = None, pa
         "one_token_seconds": base,
         "pairs": pairs,
         "saved": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        **stamp(timed.measured_at, timed.load),
     }
     write_json(path, data, "the pass-cost table")
 
 
-def measure(model: torch.nn.Module, sizes: tuple[int, ...] = SIZES, rounds: int = ROUNDS) -> CostModel:
+def measure(model: torch.nn.Module, sizes: tuple[int, ...] = SIZES, rounds: int = ROUNDS) -> Timed:
     """Time passes of each size after :func:`decoder.forward.timing_cache`'s context, ``rounds`` interleaved
     rounds (each size keeps its fastest): the table of this machine as it is, no other machine's pulled in. Where
     the fastest one-token pass is still slower than a wider one (other work stole the rounds' one-token passes: a
-    wider pass does all its work and more), more rounds run, up to :data:`ATTEMPTS` times as many."""
+    wider pass does all its work and more), more rounds run, up to :data:`ATTEMPTS` times as many. With it the
+    machine's load: other work's threads, and the slowest timed one-token pass over the fastest."""
     from lookahead_lsp.decoder.forward import masked_pass, timing_cache  # deferred: forward imports the policy
 
     kv = timing_cache(model)
     warm_each = next(model.parameters()).device.type != "cpu"
+    ones: list[float] = []  # every one-token pass of an attempt
+
+    def run_pass(n: int) -> None:
+        started = time.perf_counter()
+        masked_pass(model, kv, n)
+        if n == 1:
+            ones.append(time.perf_counter() - started)
+
     fastest: dict[int, float] = {}
+    timed_ones: list[float] = []
     for _ in range(ATTEMPTS):
-        timed = CostModel.measure(lambda n: masked_pass(model, kv, n), sizes, rounds, warm_each=warm_each)
+        ones.clear()
+        timed = CostModel.measure(run_pass, sizes, rounds, warm_each=warm_each)
+        timed_ones += ones[-max(rounds, 1) :]  # the timed rounds: warm-ups come first
         base = timed.one_token_seconds or 1.0
         for n, relative in timed.points:
             fastest[n] = min(fastest.get(n, float("inf")), relative * base)
         table = CostModel(tuple((n, fastest[n] / fastest[sizes[0]]) for n in sizes), one_token_seconds=fastest[1])
         if not implausible(table):
             break
-    return table
+    spread = max(timed_ones) / max(min(timed_ones), 1e-9) if timed_ones else None
+    return Timed(table, time.time(), Load(machine_busy(torch.get_num_threads()), spread))
 
 
 def envelope(cost: CostModel) -> CostModel:
@@ -195,42 +226,62 @@ def settle_pairs(model: torch.nn.Module) -> int | None:
     return settle(model, pairs_path(table_path(model)))
 
 
-def machine_cost(model: torch.nn.Module, measure_table: Callable[[torch.nn.Module], CostModel] = measure) -> CostModel:
-    """``model``'s table on this machine: the stored one, else measured now and stored; either way written back
-    as live passes correct it. The kernel's narrow passes are settled first (:mod:`decoder.tile_pairs`): the
-    table times the passes as they will run."""
+def stored_table(path: Path, pairs: int | None, library: Path | None, busy_now: float) -> tuple[Timed | None, str]:
+    """The table stored at ``path`` while it holds for the two-tile choice ``pairs``, the kernel ``library`` and the
+    machine ``busy_now`` (``decoder/timing_load.py``: not older than the build, not timed under load where the
+    machine is quiet now), and why; else None and why it is timed again."""
+    timed = load(path, pairs)
+    if timed is None:
+        return None, "none stored for this kernel build, model and two-tile choice"
+    judged = verdict("the pass-cost table", timed.measured_at, timed.load, built_at(library), busy_now)
+    if judged.flagged:
+        log.warning("the pass-cost table (%s): %s", path, judged.reason)
+    return (timed if judged.keep else None), judged.reason
+
+
+def machine_cost(
+    model: torch.nn.Module,
+    measure_table: Callable[[torch.nn.Module], Timed] = measure,
+    busy_now: Callable[[], float] = lambda: machine_busy(1),
+) -> CostModel:
+    """``model``'s table on this machine: the stored one while it holds (:func:`stored_table`), else measured now
+    and stored; either way written back as live passes correct it. The kernel's narrow passes are settled first
+    (:mod:`decoder.tile_pairs`): the table times the passes as they will run."""
     pairs = settle_pairs(model)
     path = table_path(model)
-    cost = load(path, pairs)
-    if cost is None:
+    timed, reason = stored_table(path, pairs, kernel_library(model), busy_now())
+    if timed is None:
+        log.info("timing the pass costs: %s", reason)
         started = time.perf_counter()
-        cost = measure_table(model)
-        if implausible(cost):  # a disturbed timing: its envelope, for this process only; live passes correct it
-            log.warning("pass costs timed under heavy load (%s): not stored", cost.points)
-            cost = envelope(cost)
+        timed = measure_table(model)
+        if implausible(timed.cost):  # a disturbed timing: its envelope, for this process only; live passes correct it
+            log.warning("pass costs timed under heavy load (%s): not stored", timed.cost.points)
+            timed = Timed(envelope(timed.cost), timed.measured_at, timed.load)
         else:
-            save(path, cost, pairs=pairs)
-        log.info("pass costs measured in %.2f s (%s)", time.perf_counter() - started, path)
+            save(path, timed, pairs=pairs)
+        log.info("pass costs measured in %.2f s (%s; %s)", time.perf_counter() - started, path, timed.load.words())
     else:
-        log.info("pass costs from %s", path)
-    cost.persist = _writer(path, cost.one_token_seconds, pairs)
+        log.info("pass costs from %s (%s)", path, reason)
+    cost = timed.cost
+    cost.persist = _writer(path, timed, pairs)
     return cost
 
 
 LOADED = 1.5  # a live one-token pass this many times the table's own: the machine is busier than when timed
 
 
-def _writer(path: Path, quiet_seconds: float | None, pairs: int | None) -> Callable[[CostModel], None]:
-    """Writes the live table back, unless it is implausible or its passes ran on a machine busier than the one
-    the table was timed on (a one-token pass ``LOADED`` times slower): load makes every ratio noise. The stored
-    one-token time stays ``quiet_seconds``, the timed one: the live mean follows this process's load, and a
+def _writer(path: Path, timed: Timed, pairs: int | None) -> Callable[[CostModel], None]:
+    """Writes the live table back with ``timed``'s stamp, unless it is implausible or its passes ran on a machine
+    busier than the one the table was timed on (a one-token pass ``LOADED`` times slower): load makes every ratio
+    noise. The stored one-token time stays the timed one: the live mean follows this process's load, and a
     base stored too high makes every wider pass look cheap to the next process, which then verifies drafts at
     nearly every step and so seldom times the one-token pass that would correct it."""
+    quiet_seconds = timed.cost.one_token_seconds
 
     def write(cost: CostModel) -> None:
         busy = quiet_seconds and cost.one_token_seconds and cost.one_token_seconds > LOADED * quiet_seconds
         if not busy and not implausible(CostModel(cost.current())):
-            save(path, cost, quiet_seconds, pairs)
+            save(path, Timed(cost, timed.measured_at, timed.load), quiet_seconds, pairs)
 
     return write
 

@@ -1,7 +1,8 @@
 """decoder: whether a timing stored on this machine was taken under load, and whether a start times it again.
 
 A choice made by timing on a 2-core machine (the model ``auto`` takes, ``lsp_server/model_figures.py``; which
-narrow passes take the kernel's two-tile loop, ``decoder/tile_pairs.py``) is only as good as the quiet it was
+narrow passes take the kernel's two-tile loop, ``decoder/tile_pairs.py``; what a pass of n tokens costs against
+one, ``decoder/cost_table.py``) is only as good as the quiet it was
 timed in: other work's threads make every pass slower and every difference between two ways noise. Each stored
 timing records the machine's load while it ran (:class:`Load`: :func:`machine_busy`, other work's runnable
 threads per CPU, and the timing's own spread, the slowest round of its reference pass over the fastest), and

@@ -1,7 +1,10 @@
-"""This machine's pass-cost table: measured once, stored in the kernel cache, read back, refreshed by live passes."""
+"""This machine's pass-cost table: measured once, stored in the kernel cache, read back while its timing holds,
+refreshed by live passes."""
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 
 import pytest
@@ -10,6 +13,7 @@ import torch
 from lookahead_lsp.decoder import cost_table
 from lookahead_lsp.decoder.lookahead import LookaheadDecoder
 from lookahead_lsp.decoder.policy import PERSIST_EVERY, CostModel
+from lookahead_lsp.decoder.timing_load import Load
 from lookahead_lsp.decoder.types import DecodeRequest
 from lookahead_lsp.decoder.weights.cache import CACHE_ENV
 from tests.tiny_model import make_tiny_qwen2
@@ -21,17 +25,25 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
+def quiet(cost: CostModel, at: float | None = None) -> cost_table.Timed:
+    """``cost`` as timed on a quiet machine, now or ``at``."""
+    return cost_table.Timed(cost, time.time() if at is None else at, Load(0.0, 1.05))
+
+
 def test_measured_once_then_read_back_and_refreshed_by_live_passes(cache: Path) -> None:
     model = make_tiny_qwen2(dtype=torch.float32)
     measured: list[int] = []
 
-    timed = cost_table.measure(model, sizes=(1, 2, 4, 8), rounds=1)  # real passes (timings too noisy to assert)
-    assert [n for n, _ in timed.points] == [1, 2, 4, 8] and timed.points[0] == (1, 1.0)
-    assert timed.one_token_seconds is not None and timed.one_token_seconds > 0
+    before = time.time()
+    timed = cost_table.measure(model, sizes=(1, 2, 4, 8), rounds=2)  # real passes (timings too noisy to assert)
+    assert [n for n, _ in timed.cost.points] == [1, 2, 4, 8] and timed.cost.points[0] == (1, 1.0)
+    assert timed.cost.one_token_seconds is not None and timed.cost.one_token_seconds > 0
+    assert before <= timed.measured_at <= time.time()
+    assert timed.load.busy is not None and timed.load.spread is not None and timed.load.spread >= 1.0
 
-    def measure(m: torch.nn.Module) -> CostModel:
+    def measure(m: torch.nn.Module) -> cost_table.Timed:
         measured.append(1)
-        return CostModel(((1, 1.0), (2, 1.1), (4, 1.3), (8, 1.9)), one_token_seconds=0.01)
+        return quiet(CostModel(((1, 1.0), (2, 1.1), (4, 1.3), (8, 1.9)), one_token_seconds=0.01))
 
     first = cost_table.machine_cost(model, measure)
     path = cost_table.table_path(model)
@@ -47,8 +59,8 @@ def test_measured_once_then_read_back_and_refreshed_by_live_passes(cache: Path) 
         again.observe(8, 0.030)
         again.flush()  # a generation's end
     stored = cost_table.load(path)
-    assert stored is not None and stored.interpolated(8) == pytest.approx(again.interpolated(8), rel=0.05)
-    assert abs(stored.interpolated(8) - 3.0) < abs(first.interpolated(8) - 3.0)
+    assert stored is not None and stored.cost.interpolated(8) == pytest.approx(again.interpolated(8), rel=0.05)
+    assert abs(stored.cost.interpolated(8) - 3.0) < abs(first.interpolated(8) - 3.0)
 
 
 def test_other_pass_code_has_its_own_table(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -84,7 +96,7 @@ def test_an_unreadable_or_old_table_is_measured_again(cache: Path) -> None:
     assert cost_table.load(path) is None
     path.write_text('{"version": 0, "points": [[1, 1.0], [8, 2.0]]}')
     assert cost_table.load(path) is None
-    cost = cost_table.machine_cost(model, lambda m: CostModel(((1, 1.0), (8, 2.5)), one_token_seconds=0.01))
+    cost = cost_table.machine_cost(model, lambda m: quiet(CostModel(((1, 1.0), (8, 2.5)), one_token_seconds=0.01)))
     assert cost.interpolated(8) == 2.5 and cost_table.load(path) is not None
 
 
@@ -92,13 +104,13 @@ def test_a_table_timed_under_another_two_tile_choice_is_measured_again(cache: Pa
     """The two-tile choice was timed again and changed (decoder/tile_pairs.py): the table's passes of 1 to 4 tokens
     ran the other loop, so it is timed again too; a table of a kernel with no choice matches only "none"."""
     path = cache / "cost-woq-avx512-0-0.json"
-    cost = CostModel(((1, 1.0), (4, 1.5)), one_token_seconds=0.02)
+    cost = quiet(CostModel(((1, 1.0), (4, 1.5)), one_token_seconds=0.02))
     cost_table.save(path, cost, pairs=0)
     assert cost_table.load(path, 0) is not None
     assert cost_table.load(path, 0b1100) is None and cost_table.load(path) is None
     cost_table.save(path, cost, pairs=0b1100)
     stored = cost_table.load(path, 0b1100)
-    assert stored is not None and stored.interpolated(4) == 1.5 and cost_table.load(path, 0) is None
+    assert stored is not None and stored.cost.interpolated(4) == 1.5 and cost_table.load(path, 0) is None
     cost_table.save(path, cost)
     assert cost_table.load(path) is not None and cost_table.load(path, 0) is None
 
@@ -109,7 +121,7 @@ def test_a_timing_disturbed_by_other_work_is_not_stored(cache: Path) -> None:
     model = make_tiny_qwen2(dtype=torch.float32)
     disturbed = CostModel(((1, 1.0), (2, 0.57), (4, 0.63), (8, 1.6), (16, 3.7)), one_token_seconds=0.3)
     assert cost_table.implausible(disturbed)
-    cost = cost_table.machine_cost(model, lambda m: disturbed)
+    cost = cost_table.machine_cost(model, lambda m: quiet(disturbed))
     assert [c for _, c in cost.points] == [1.0, 1.0, 1.0, 1.6, 3.7]
     assert not cost_table.table_path(model).exists()
 
@@ -119,7 +131,7 @@ def test_live_passes_on_a_busier_machine_are_not_written_back(cache: Path) -> No
     is noise then; once the machine is as quiet as when the table was timed, write-back resumes."""
     model = make_tiny_qwen2(dtype=torch.float32)
     path = cost_table.table_path(model)
-    cost = cost_table.machine_cost(model, lambda m: CostModel(((1, 1.0), (8, 2.0)), one_token_seconds=0.01))
+    cost = cost_table.machine_cost(model, lambda m: quiet(CostModel(((1, 1.0), (8, 2.0)), one_token_seconds=0.01)))
     written = path.stat().st_mtime_ns
     for _ in range(PERSIST_EVERY * 4):  # the base climbs by capped steps to the busy time
         cost.observe(1, 0.030)
@@ -132,7 +144,7 @@ def test_live_passes_on_a_busier_machine_are_not_written_back(cache: Path) -> No
         cost.observe(8, 0.025)
         cost.flush()
     stored = cost_table.load(path)
-    assert stored is not None and stored.interpolated(8) == pytest.approx(2.5, rel=0.1)
+    assert stored is not None and stored.cost.interpolated(8) == pytest.approx(2.5, rel=0.1)
 
 
 def test_the_stored_one_token_time_stays_the_timed_one(cache: Path) -> None:
@@ -141,15 +153,15 @@ def test_the_stored_one_token_time_stays_the_timed_one(cache: Path) -> None:
     of a quiet pass, every wider pass would look cheaper to it, and the next busy run would raise it again."""
     model = make_tiny_qwen2(dtype=torch.float32)
     path = cost_table.table_path(model)
-    cost = cost_table.machine_cost(model, lambda m: CostModel(((1, 1.0), (8, 2.0)), one_token_seconds=0.01))
+    cost = cost_table.machine_cost(model, lambda m: quiet(CostModel(((1, 1.0), (8, 2.0)), one_token_seconds=0.01)))
     for _ in range(PERSIST_EVERY * 4):
         cost.observe(1, 0.013)
         cost.observe(8, 0.026)
         cost.flush()
     assert cost.one_token_seconds == pytest.approx(0.013, rel=0.02)
     stored = cost_table.load(path)
-    assert stored is not None and stored.one_token_seconds == 0.01
-    assert stored.interpolated(8) == pytest.approx(2.0, rel=0.05)
+    assert stored is not None and stored.cost.one_token_seconds == 0.01
+    assert stored.cost.interpolated(8) == pytest.approx(2.0, rel=0.05)
 
 
 def test_the_table_is_written_between_generations_not_inside_a_step() -> None:
@@ -170,3 +182,59 @@ def test_the_table_is_written_between_generations_not_inside_a_step() -> None:
         cost.observe(8, 0.030)
     LookaheadDecoder(model, cost=cost).generate(DecodeRequest([1, 2, 3, 1, 2], max_new_tokens=3))
     assert len(writes) == 2
+
+
+def test_a_table_expires_as_every_stored_timing_does(cache: Path) -> None:
+    """Stored with when it was timed and the machine's load: a table older than the kernel build, or timed under
+    load while the machine is quiet now, is timed again; one timed under load on a machine still busy is kept."""
+    path = cache / "cost-woq-avx512-0-0.json"
+    library = cache / "woq-avx512-0.so"
+    library.write_bytes(b"")
+    built = library.stat().st_mtime
+    table = CostModel(((1, 1.0), (8, 2.0)), one_token_seconds=0.01)
+    cost_table.save(path, quiet(table, at=built + 60))
+    kept, why = cost_table.stored_table(path, None, library, busy_now=0.0)
+    assert kept is not None and kept.measured_at == built + 60 and kept.load == Load(0.0, 1.05), why
+    os.utime(library, (built + 120, built + 120))  # rebuilt since
+    gone, why = cost_table.stored_table(path, None, library, busy_now=0.0)
+    assert gone is None and "older than the kernel build" in why
+    busy = cost_table.Timed(table, built + 180, Load(1.2, 1.1))  # other work's threads while it was timed
+    cost_table.save(path, busy)
+    gone, why = cost_table.stored_table(path, None, library, busy_now=0.1)
+    assert gone is None and "timed under load" in why and "quiet now" in why
+    kept, why = cost_table.stored_table(path, None, library, busy_now=0.9)
+    assert kept is not None and "still busy" in why
+    path.write_text('{"version": 2, "points": [[1, 1.0], [8, 2.0]], "one_token_seconds": 0.01, "pairs": null}')
+    assert cost_table.load(path) is None  # the layout before stamps: timed again
+
+
+def test_a_start_on_a_quiet_machine_times_a_table_stored_under_load_again(cache: Path) -> None:
+    """The table a start reads decides every draft of the process: one timed while other work ran is replaced at
+    the first quiet start, and the new timing's stamp is what live write-backs keep."""
+    model = make_tiny_qwen2(dtype=torch.float32)
+    path = cost_table.table_path(model)
+    timings: list[cost_table.Timed] = [
+        cost_table.Timed(CostModel(((1, 1.0), (8, 1.3)), one_token_seconds=0.02), 1000.0, Load(1.5, 2.0)),
+        quiet(CostModel(((1, 1.0), (8, 2.0)), one_token_seconds=0.01), at=2000.0),
+    ]
+    calls: list[int] = []
+
+    def measure(m: torch.nn.Module) -> cost_table.Timed:
+        calls.append(1)
+        return timings[len(calls) - 1]
+
+    busy = cost_table.machine_cost(model, measure, busy_now=lambda: 0.0)
+    assert busy.interpolated(8) == 1.3 and calls == [1]
+    still = cost_table.machine_cost(model, measure, busy_now=lambda: 1.0)  # still busy: kept
+    assert still.interpolated(8) == 1.3 and calls == [1]
+    fresh = cost_table.machine_cost(model, measure, busy_now=lambda: 0.0)  # quiet now: timed again
+    assert fresh.interpolated(8) == 2.0 and calls == [1, 1]
+    for _ in range(PERSIST_EVERY):
+        fresh.observe(1, 0.010)
+        fresh.observe(8, 0.024)
+        fresh.flush()
+    stored = cost_table.load(path)
+    assert stored is not None and stored.measured_at == 2000.0 and stored.load == Load(0.0, 1.05)
+    assert stored.cost.interpolated(8) > 2.0  # the live passes' correction, under the timing's own stamp
+    again = cost_table.machine_cost(model, measure, busy_now=lambda: 0.0)
+    assert calls == [1, 1] and again.interpolated(8) == pytest.approx(stored.cost.interpolated(8))
