@@ -232,7 +232,7 @@ def stored_table(path: Path, pairs: int | None, library: Path | None, busy_now: 
     machine is quiet now), and why; else None and why it is timed again."""
     timed = load(path, pairs)
     if timed is None:
-        return None, "none stored for this kernel build, model and two-tile choice"
+        return None, "none stored for this build, model and two-tile choice (or one of an older layout)"
     judged = verdict("the pass-cost table", timed.measured_at, timed.load, built_at(library), busy_now)
     if judged.flagged:
         log.warning("the pass-cost table (%s): %s", path, judged.reason)
