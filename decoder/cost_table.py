@@ -30,7 +30,7 @@ import torch
 
 from lookahead_lsp.decoder.policy import CostModel
 from lookahead_lsp.decoder.tile_pairs import model_kernel, pairs_path, settle
-from lookahead_lsp.decoder.timing_load import Load, built_at, machine_busy, read_stamp, stamp, verdict
+from lookahead_lsp.decoder.timing_load import Load, machine_busy, read_stamp, stamp, still_holds
 from lookahead_lsp.decoder.weights.cache import write_json
 
 log = logging.getLogger(__name__)
@@ -230,13 +230,8 @@ def stored_table(path: Path, pairs: int | None, library: Path | None, busy_now: 
     """The table stored at ``path`` while it holds for the two-tile choice ``pairs``, the kernel ``library`` and the
     machine ``busy_now`` (``decoder/timing_load.py``: not older than the build, not timed under load where the
     machine is quiet now), and why; else None and why it is timed again."""
-    timed = load(path, pairs)
-    if timed is None:
-        return None, "none stored for this build, model and two-tile choice (or one of an older layout)"
-    judged = verdict("the pass-cost table", timed.measured_at, timed.load, built_at(library), busy_now)
-    if judged.flagged:
-        log.warning("the pass-cost table (%s): %s", path, judged.reason)
-    return (timed if judged.keep else None), judged.reason
+    missing = "none stored for this build, model and two-tile choice (or one of an older layout)"
+    return still_holds("the pass-cost table", path, load(path, pairs), library, busy_now, missing)
 
 
 def machine_cost(

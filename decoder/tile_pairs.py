@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from lookahead_lsp.decoder.timing_load import Load, built_at, machine_busy, read_stamp, stamp, verdict
+from lookahead_lsp.decoder.timing_load import Load, machine_busy, read_stamp, stamp, still_holds
 from lookahead_lsp.decoder.weights.cache import write_json
 
 if TYPE_CHECKING:
@@ -135,13 +135,7 @@ def stored_choice(path: Path, library: Path, busy_now: float) -> tuple[Choice | 
     """The choice stored at ``path`` while it holds for the kernel ``library`` with the machine ``busy_now``
     (``decoder/timing_load.py``: not older than the build, not timed under load where the machine is quiet now),
     and why; else None and why it is timed again."""
-    choice = load(path)
-    if choice is None:
-        return None, "none stored"
-    judged = verdict("the two-tile choice", choice.measured_at, choice.load, built_at(library), busy_now)
-    if judged.flagged:
-        log.warning("the two-tile choice (%s): %s", path, judged.reason)
-    return (choice if judged.keep else None), judged.reason
+    return still_holds("the two-tile choice", path, load(path), library, busy_now)
 
 
 def settle(

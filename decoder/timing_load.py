@@ -14,12 +14,15 @@ still busy it is kept, flagged.
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
+
+log = logging.getLogger(__name__)
 
 BUSY_LIMIT = 0.5  # other work's runnable threads per CPU above which the machine is busy
 SPREAD_LIMIT = 1.5  # the slowest round of a timing's reference pass over the fastest above which it was disturbed
@@ -71,6 +74,33 @@ def verdict(what: str, measured_at: float, load: Load, kernel_mtime: float | Non
         "kept, and timed again at a quieter start",
         flagged=True,
     )
+
+
+class Stamped(Protocol):
+    """A stored timing: when it was taken and under what load."""
+
+    @property
+    def measured_at(self) -> float: ...
+
+    @property
+    def load(self) -> Load: ...
+
+
+S = TypeVar("S", bound=Stamped)
+
+
+def still_holds(
+    what: str, path: Path, stored: S | None, library: Path | None, busy_now: float, missing: str = "none stored"
+) -> tuple[S | None, str]:
+    """``stored``, the timing of ``what`` read from ``path`` (None: there is none, ``missing`` says why), while
+    :func:`verdict` keeps it for the native kernel ``library`` with the machine ``busy_now``, and why; else None and
+    why it is timed again. One kept though timed under load is logged as a warning."""
+    if stored is None:
+        return None, missing
+    judged = verdict(what, stored.measured_at, stored.load, built_at(library), busy_now)
+    if judged.flagged:
+        log.warning("%s (%s): %s", what, path, judged.reason)
+    return (stored if judged.keep else None), judged.reason
 
 
 def stamp(measured_at: float, load: Load) -> dict[str, Any]:

@@ -93,7 +93,7 @@ def test_a_choice_timed_under_load_or_before_the_kernel_build_is_timed_again(
     loaded = tile_pairs.Choice(0, built + 60, Load(BUSY_LIMIT + 1.0, 1.1))
     tile_pairs.store(path, loaded)
     assert tile_pairs.load(path) == loaded and loaded.load.under_load()
-    with caplog.at_level(logging.WARNING, logger="lookahead_lsp.decoder.tile_pairs"):
+    with caplog.at_level(logging.WARNING, logger="lookahead_lsp.decoder.timing_load"):
         kept, reason = tile_pairs.stored_choice(path, library, BUSY_LIMIT + 1.0)
     assert kept == loaded and "still busy" in reason and "still busy" in caplog.text  # kept, flagged
     assert tile_pairs.stored_choice(path, library, BUSY_LIMIT)[0] is None  # quiet now: timed again
