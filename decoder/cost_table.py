@@ -30,7 +30,7 @@ import torch
 
 from lookahead_lsp.decoder.policy import CostModel
 from lookahead_lsp.decoder.tile_pairs import model_kernel, pairs_path, settle
-from lookahead_lsp.decoder.timing_load import Load, machine_busy, read_stamp, stamp, still_holds
+from lookahead_lsp.decoder.timing_load import Load, machine_busy, read_stamp, rounds_spread, stamp, still_holds
 from lookahead_lsp.decoder.weights.cache import write_json
 
 log = logging.getLogger(__name__)
@@ -202,8 +202,7 @@ def measure(model: torch.nn.Module, sizes: tuple[int, ...] = SIZES, rounds: int 
         table = CostModel(tuple((n, fastest[n] / fastest[sizes[0]]) for n in sizes), one_token_seconds=fastest[1])
         if not implausible(table):
             break
-    spread = max(timed_ones) / max(min(timed_ones), 1e-9) if timed_ones else None
-    return Timed(table, time.time(), Load(machine_busy(torch.get_num_threads()), spread))
+    return Timed(table, time.time(), Load(machine_busy(torch.get_num_threads()), rounds_spread(timed_ones)))
 
 
 def envelope(cost: CostModel) -> CostModel:

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from lookahead_lsp.decoder.timing_load import Load, machine_busy, read_stamp, stamp, still_holds
+from lookahead_lsp.decoder.timing_load import Load, machine_busy, read_stamp, rounds_spread, stamp, still_holds
 from lookahead_lsp.decoder.weights.cache import write_json
 
 if TYPE_CHECKING:
@@ -83,7 +83,7 @@ def choose(
     best = {way: min(seconds) for way, seconds in times.items()}
     reference = times[widths[0], False]
     mask = sum(1 << (n - 1) for n in widths if not best[n, False] < (1.0 - MARGIN) * best[n, True])
-    return mask, max(reference) / max(min(reference), 1e-9)
+    return mask, rounds_spread(reference)
 
 
 def measure(model: torch.nn.Module, kernel: WoqKernel) -> Choice:

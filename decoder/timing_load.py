@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -101,6 +101,11 @@ def still_holds(
     if judged.flagged:
         log.warning("%s (%s): %s", what, path, judged.reason)
     return (stored if judged.keep else None), judged.reason
+
+
+def rounds_spread(seconds: Sequence[float]) -> float:
+    """A timing's spread (:attr:`Load.spread`): the slowest of its reference pass's rounds over the fastest."""
+    return max(seconds) / max(min(seconds), 1e-9)
 
 
 def stamp(measured_at: float, load: Load) -> dict[str, Any]:

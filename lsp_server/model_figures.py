@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lookahead_lsp.decoder.timing_load import Load, Verdict, built_at, machine_busy, read_stamp, stamp
+from lookahead_lsp.decoder.timing_load import Load, Verdict, built_at, machine_busy, read_stamp, rounds_spread, stamp
 from lookahead_lsp.decoder.timing_load import verdict as timing_verdict
 from lookahead_lsp.decoder.weights.cache import write_json
 from lookahead_lsp.lsp_server.config import Config
@@ -149,4 +149,4 @@ def measure(model: Any, context: int, rounds: int = ROUNDS) -> Record:
         kv.cache.crop(-1)
     threads = torch.get_num_threads()
     figures = Figures(min(ones), tail, threads)
-    return Record(figures, time.time(), machine_busy(threads), max(ones) / max(min(ones), 1e-9))
+    return Record(figures, time.time(), machine_busy(threads), rounds_spread(ones))
