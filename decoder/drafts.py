@@ -22,6 +22,8 @@ class Draft:
     source: str
     match_len: int  # how many trailing tokens of the context matched to find it (0 for the Jacobi pool)
     count: int = 1  # how often this continuation occurred in its source
+    rank: int = 0  # its place in its source's answer to one lookup (0: the best; decoder/policy.py keeps apart
+    # estimates for the best draft and its alternatives)
 
 
 @runtime_checkable

@@ -198,7 +198,8 @@ class _Run:
             if not probe and (not affordable or self.d.acceptance.ceiling(source.name) <= floor):
                 continue  # a lookup costs about a tenth of a millisecond, a few where the CPU's caches are cold
             try:
-                found.extend(source.lookup(self.context, self.cfg.longest_draft, self.g))
+                answer = source.lookup(self.context, self.cfg.longest_draft, self.g)
+                found.extend(replace(d, rank=i) if i else d for i, d in enumerate(answer))
             except Exception:  # a broken source must never break decoding: drafts are only guesses
                 log.exception("draft source %s failed", getattr(source, "name", source))
         for i, chain in enumerate(self.chains):

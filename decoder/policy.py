@@ -352,17 +352,24 @@ class AcceptanceModel:
     generation's recent evidence for the source (decaying by ``LOCAL_DECAY`` per observation, weighed against
     ``LOCAL_WEIGHT`` pseudo-observations of the long-run value): code the workspace resembles accepts far
     more than code nothing resembles, and a few misses in a row make the next steps plain greedy ones.
-    :meth:`begin` starts a generation."""
+    :meth:`begin` starts a generation.
 
-    long: dict[tuple[str, int], _Tally] = field(default_factory=dict)
-    local: dict[str, _Tally] = field(default_factory=dict)  # this generation, per source, recent first
+    A source's best draft and its alternatives (``Draft.rank`` above 0: other continuations of the same match,
+    where a step verifies several drafts, G > 1) keep apart estimates: of k drafts that begin differently at
+    most one is right, so counted together the alternatives' misses would pull down what the best draft is
+    worth, and a wider verification set would draft less than one draft a step. An alternative starts from the
+    source's prior for a match of one token (the weakest evidence a source gives)."""
+
+    long: dict[tuple[str, int, bool], _Tally] = field(default_factory=dict)  # (source, match bucket, alternative)
+    local: dict[tuple[str, bool], _Tally] = field(default_factory=dict)  # this generation's, recent first
 
     def begin(self) -> None:
         self.local.clear()
 
     @staticmethod
-    def key(draft: Draft) -> tuple[str, int]:
-        return draft.source, min(max(draft.match_len, 1), MATCH_BUCKETS)
+    def key(draft: Draft) -> tuple[str, int, bool]:
+        """(source, match-length bucket, whether the draft is an alternative to its source's best)."""
+        return draft.source, min(max(draft.match_len, 1), MATCH_BUCKETS), draft.rank > 0
 
     def first(self, draft: Draft) -> float:
         """The probability that the draft's first token is accepted."""
@@ -370,29 +377,31 @@ class AcceptanceModel:
 
     def rest(self, draft: Draft) -> float:
         """The probability that a later token of the draft is accepted, given the ones before it were."""
-        source, bucket = self.key(draft)
-        priors = PRIORS.get(source, DEFAULT_PRIOR)
-        t = self.long.get((source, bucket), _Tally())
-        long_run = _shrunk(t.rest_right, t.rest_tried, priors[-1], PRIOR_WEIGHT)
-        mine = self.local.get(source, _Tally())
+        source, bucket, alternative = key = self.key(draft)
+        t = self.long.get(key, _Tally())
+        long_run = _shrunk(t.rest_right, t.rest_tried, PRIORS.get(source, DEFAULT_PRIOR)[-1], PRIOR_WEIGHT)
+        mine = self.local.get((source, alternative), _Tally())
         return min(Q_MAX, _shrunk(mine.rest_right, mine.rest_tried, long_run, LOCAL_WEIGHT))
 
-    def _first(self, source: str, bucket: int) -> float:
-        t = self.long.get((source, bucket), _Tally())
-        long_run = _shrunk(t.first_right, t.first_tried, PRIORS.get(source, DEFAULT_PRIOR)[bucket - 1], PRIOR_WEIGHT)
-        mine = self.local.get(source, _Tally())
+    def _first(self, source: str, bucket: int, alternative: bool = False) -> float:
+        t = self.long.get((source, bucket, alternative), _Tally())
+        prior = PRIORS.get(source, DEFAULT_PRIOR)[0 if alternative else bucket - 1]
+        long_run = _shrunk(t.first_right, t.first_tried, prior, PRIOR_WEIGHT)
+        mine = self.local.get((source, alternative), _Tally())
         return min(Q_MAX, _shrunk(mine.first_right, mine.first_tried, long_run, LOCAL_WEIGHT))
 
     def ceiling(self, source: str) -> float:
-        """The highest probability any draft of ``source`` would now get for its first token (best match)."""
+        """The highest probability any draft of ``source`` would now get for its first token (its best draft at
+        the best match)."""
         return max(self._first(source, bucket) for bucket in range(1, MATCH_BUCKETS + 1))
 
     def observe(self, draft: Draft, offered: int, accepted: int) -> None:
         """A draft of which ``offered`` tokens were verified matched its first ``accepted`` tokens."""
         if offered <= 0:
             return
-        self.long.setdefault(self.key(draft), _Tally()).add(offered, accepted)
-        self.local.setdefault(draft.source, _Tally()).add(offered, accepted, LOCAL_DECAY)
+        key = self.key(draft)
+        self.long.setdefault(key, _Tally()).add(offered, accepted)
+        self.local.setdefault((key[0], key[2]), _Tally()).add(offered, accepted, LOCAL_DECAY)
 
 
 @dataclass

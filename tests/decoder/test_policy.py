@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import time
+from dataclasses import replace
 
 import pytest
 
@@ -54,6 +55,22 @@ def test_acceptance_learns_from_misses():
     for _ in range(50):
         model.observe(draft, offered=3, accepted=0)
     assert model.first(draft) < before / 3
+
+
+def test_alternatives_that_miss_leave_the_best_drafts_estimate_alone():
+    """Where a step verifies several drafts of one source (G > 1), the ones that begin differently exclude each
+    other: their misses teach what an alternative is worth, not what the source's best draft is."""
+    model = AcceptanceModel()
+    best = Draft((1, 2, 3), "prompt", 3)
+    alternatives = [Draft((10 + i, 2, 3), "prompt", 3, rank=1 + i) for i in range(3)]
+    before = model.first(best)
+    for _ in range(10):  # the best draft right every time, its three alternatives wrong
+        model.observe(best, offered=3, accepted=3)
+        for alternative in alternatives:
+            model.observe(alternative, offered=3, accepted=0)
+    assert model.first(best) > before  # counted together it would fall to about a quarter
+    assert model.first(alternatives[0]) < before / 2
+    assert model.ceiling("prompt") == pytest.approx(max(model.first(replace(best, match_len=m)) for m in (1, 2, 3, 4)))
 
 
 @pytest.mark.parametrize("n", [1, 3, 8, 20, 100])
