@@ -228,7 +228,7 @@ class _Run:
                     break
                 keep = i + 1
             if keep:
-                out.append(Draft(draft.tokens[:keep], draft.source, draft.match_len, draft.count))
+                out.append(replace(draft, tokens=draft.tokens[:keep]))
         return out
 
     # --- one step -------------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from __future__ import annotations
 import bisect
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from lookahead_lsp.decoder.drafts import Draft
 
@@ -520,7 +520,7 @@ def select(
             length += 1
         if length == 0:
             continue
-        cut = Draft(draft.tokens[:length], draft.source, draft.match_len, draft.count)
+        cut = replace(draft, tokens=draft.tokens[:length])
         picked.append(cut)
         probs.append([nodes[draft.tokens[: d + 1]] for d in range(length)])
     return Selection(picked, probs, 1.0 + sum(nodes[k] for k in chosen))

@@ -61,6 +61,9 @@ class Perturbed:
         if self.mode == "partial" and truth:
             cut = self.rng.randrange(len(truth))
             return [Draft(truth[:cut] + noise[: max_len - cut], self.name, 3), Draft(noise, self.name, 1)][:max_count]
+        if self.mode == "alternatives" and truth:  # the right continuation first, then wrong ones of the same match
+            wrong = [tuple(self.rng.randrange(VOCAB) for _ in range(max_len)) for _ in range(max_count - 1)]
+            return [Draft(t, self.name, 4) for t in (truth, *wrong)]
         return [Draft(noise, self.name, 4)]
 
 
@@ -242,6 +245,23 @@ def test_a_source_out_of_favour_is_verified_again_once_it_proves_right(model):
     assert got.stats.accepted_per_step[0] == 1  # not trusted at first
     assert got.stats.hits_by_source["workspace"] > 0
     assert got.stats.steps < len(want) // 2
+
+
+def test_a_sources_alternatives_are_counted_apart_from_its_best_draft(model):
+    """Several drafts of one source a step (G = 4): the decoder marks all but the first of the source's answer as
+    alternatives, so their misses leave the estimate of the source's best draft, right every time, where its own
+    record puts it."""
+    prompt = prompts(1, seed=13)[0]
+    want = greedy(model, DecodeRequest(prompt, max_new_tokens=32))
+    decoder = LookaheadDecoder(model, LookaheadConfig(prompt_drafts=False, jacobi=False, verify=4), GPU)
+    got = decoder.generate(DecodeRequest(prompt, 32, drafts=[Perturbed(prompt, want, "alternatives")]))
+    assert got.token_ids == want
+    tallies = decoder.acceptance.long
+    best, alternative = tallies[("workspace", 4, False)], tallies[("workspace", 4, True)]
+    assert best.first_tried > 0 and best.first_right == best.first_tried
+    assert alternative.first_tried >= 2 * best.first_tried and alternative.first_right == 0
+    right, wrong = Draft((1,), "workspace", 4), Draft((1,), "workspace", 4, rank=1)
+    assert decoder.acceptance.first(right) > 0.8 > decoder.acceptance.first(wrong)
 
 
 def test_relearning_starts_a_generation_from_what_the_decoder_knew_before(model):
