@@ -399,9 +399,9 @@ class AcceptanceModel:
         """A draft of which ``offered`` tokens were verified matched its first ``accepted`` tokens."""
         if offered <= 0:
             return
-        key = self.key(draft)
+        source, _, alternative = key = self.key(draft)
         self.long.setdefault(key, _Tally()).add(offered, accepted)
-        self.local.setdefault((key[0], key[2]), _Tally()).add(offered, accepted, LOCAL_DECAY)
+        self.local.setdefault((source, alternative), _Tally()).add(offered, accepted, LOCAL_DECAY)
 
 
 @dataclass
