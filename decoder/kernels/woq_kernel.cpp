@@ -1139,26 +1139,29 @@ static inline __m512i dot16(__m512i acc, __m512i codes, const int8_t* q) {
 }
 
 // each row's integer dots of two tile-groups (as group_dots of each)
+// Each row's sum in CHAINS independent chains (chunk k in chain k % CHAINS), added at the end (exact integers: the
+// same sum). A dot waits on the one before it in its chain: on a Zen 5, 2 chains issued 2.1 G dots a second, 8
+// chains 7.7 G (the core's rate), and with a broadcast from memory beside each dot 8 chains 4.9 G, 16 chains 7.7 G;
+// so one row takes 4 chains and 2 to 8 rows 2 each
+template <int MT>
+static constexpr int dot_chains() { return MT == 1 ? 4 : MT <= 8 ? 2 : 1; }
 template <int LAYOUT, int MT>
 static inline void group_dots2(const uint8_t* c0, const uint8_t* c1, const int8_t* q, __m512i* dot) {
-    if constexpr (MT == 1) {  // one row: two chains of four dots (even and odd chunks), as group_dots
-        __m512i even = _mm512_setzero_si512(), odd = _mm512_setzero_si512();
-#pragma GCC unroll 4
-        for (int k = 0; k < CHUNKS; k += 2) {
-            even = dot16(even, chunk2<LAYOUT>(c0, c1, k), q + 4 * k);
-            odd = dot16(odd, chunk2<LAYOUT>(c0, c1, k + 1), q + 4 * k + 4);
-        }
-        dot[0] = _mm512_add_epi32(even, odd);
-        return;
-    }
-    for (int m = 0; m < MT; m++) dot[m] = _mm512_setzero_si512();
+    constexpr int CHAINS = dot_chains<MT>();
+    __m512i part[CHAINS][MT];
+    for (int c = 0; c < CHAINS; c++)
+        for (int m = 0; m < MT; m++) part[c][m] = _mm512_setzero_si512();
 #pragma GCC unroll 8
     for (int k = 0; k < CHUNKS; k++) {
         const __m512i codes = chunk2<LAYOUT>(c0, c1, k);
         for (int m = 0; m < MT; m++) {
-            dot[m] = dot16(dot[m], codes, q + m * GROUP + 4 * k);
-            in_register(dot[m]);
+            part[k % CHAINS][m] = dot16(part[k % CHAINS][m], codes, q + m * GROUP + 4 * k);
+            in_register(part[k % CHAINS][m]);
         }
+    }
+    for (int m = 0; m < MT; m++) {  // exact integers: the same sum in any order
+        dot[m] = part[0][m];
+        for (int c = 1; c < CHAINS; c++) dot[m] = _mm512_add_epi32(dot[m], part[c][m]);
     }
 }
 
@@ -1203,23 +1206,82 @@ static inline void store_block2(const Tiled& w, int64_t t, const __m512* acc, in
     store_block<MT>(w, t + 1, high, m0);
 }
 
-// each tile's group PREFETCH_BLOCKS after its group g; past the tiles' last group, the next pair's first groups
-// (in the first block of rows: later blocks find the tiles in the cache). In the paired order the two are one
-// stream (tile_at)
+// Where a pair's loop reads ahead: each tile's group PREFETCH_BLOCKS after its group g; past the tiles' last group,
+// the next pair's first groups (in the first block of rows: later blocks find the tiles in the cache). Its
+// addresses are worked out once a call (pair_ahead), so that a group's prefetch costs an address and its lines:
+// worked out group by group they had been about 60 of a one-row loop's 145 instructions a tile-group pair. In the
+// paired order the two tiles are one stream (tile_at).
+struct PairAhead {
+    const uint8_t* here;  // tile t's group 0
+    const uint8_t* next;  // tile t + 2's group 0, where a pair follows and this is the first block of rows; else null
+    int64_t stride, next_stride, gap, next_gap;  // between a tile's groups; from tile t to t + 1 (t + 2 to t + 3)
+};
+static inline PairAhead pair_ahead(const Tiled& w, int64_t t, int64_t m0) {
+    const int64_t tiles = (w.rows + LANES - 1) / LANES;
+    const bool next = m0 == 0 && t + 3 < tiles;
+    return {tile_at(w, t), next ? tile_at(w, t + 2) : nullptr, stride_of(w, t), next ? stride_of(w, t + 2) : 0,
+            tile_at(w, t + 1) - tile_at(w, t), next ? tile_at(w, t + 3) - tile_at(w, t + 2) : 0};
+}
 // (always inlined: GCC otherwise judged a call that only prefetches to have no effect and dropped it)
-__attribute__((always_inline)) static inline void prefetch_pair(const Tiled& w, int64_t t, int64_t g, int64_t m0) {
-    const int64_t G = w.groups, later = g + PREFETCH_BLOCKS, next = later >= G && m0 == 0;
-    const int64_t tile = t + 2 * next, tiles = (w.rows + LANES - 1) / LANES;
-    if (tile + 1 >= tiles) return;  // the weight's last pair: nothing of its after it
-    const int64_t stride = stride_of(w, tile), at = (later - next * G) * stride;
-    const uint8_t *ahead0 = tile_at(w, tile) + at, *ahead1 = tile_at(w, tile + 1) + at;
-    for (int64_t ahead = 0; ahead < w.block; ahead += 64) {
-        _mm_prefetch((const char*)(ahead0 + ahead), _MM_HINT_T0);
-        _mm_prefetch((const char*)(ahead1 + ahead), _MM_HINT_T0);
+__attribute__((always_inline)) static inline void prefetch_pair(const PairAhead& ahead, int64_t groups, int64_t block,
+                                                                int64_t g) {
+    const int64_t later = g + PREFETCH_BLOCKS;
+    const uint8_t* p;
+    int64_t gap;
+    if (later < groups) {
+        p = ahead.here + later * ahead.stride;
+        gap = ahead.gap;
+    } else if (ahead.next != nullptr) {
+        p = ahead.next + (later - groups) * ahead.next_stride;
+        gap = ahead.next_gap;
+    } else {
+        return;  // the weight's last pair, or a later block of rows: nothing to read ahead
+    }
+    for (int64_t at = 0; at < block; at += 64) {
+        _mm_prefetch((const char*)(p + at), _MM_HINT_T0);
+        _mm_prefetch((const char*)(p + gap + at), _MM_HINT_T0);
     }
 }
 
 static inline __m512i two(__m256i low, __m256i high) { return _mm512_inserti64x4(_mm512_castsi256_si512(low), high, 1); }
+
+// two K-quant tile-groups' 6-bit sub-block scales and mins (heads p0, p1), as k_ints of each side by side (two() of
+// theirs), in one 512-bit sequence
+static inline void k_ints2(const uint8_t* p0, const uint8_t* p1, __m512i* scale, __m512i* min) {
+    const __m512i low = _mm512_cvtepu8_epi32(
+        _mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i*)p0), _mm_loadl_epi64((const __m128i*)p1)));
+    uint32_t bits0, bits1;
+    memcpy(&bits0, p0 + 8, 4);
+    memcpy(&bits1, p1 + 8, 4);
+    const __m512i high = two(_mm256_set1_epi32((int32_t)bits0), _mm256_set1_epi32((int32_t)bits1));
+    const __m512i at = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 0, 2, 4, 6, 8, 10, 12, 14);
+    const __m512i three = _mm512_set1_epi32(3), fifteen = _mm512_set1_epi32(15);
+    *scale = _mm512_or_si512(_mm512_and_si512(low, fifteen),
+                             _mm512_slli_epi32(_mm512_and_si512(_mm512_srlv_epi32(high, at), three), 4));
+    const __m512i at_min = _mm512_add_epi32(at, _mm512_set1_epi32(16));
+    *min = _mm512_or_si512(_mm512_srli_epi32(low, 4),
+                           _mm512_slli_epi32(_mm512_and_si512(_mm512_srlv_epi32(high, at_min), three), 4));
+}
+
+// Where a pair's super-block values lie (K-quant: float16 d at K_D_AT and -dmin at K_MIN_AT; Q6_K: d at SIX_D_AT):
+// row j's in the head of the super-block's j-th tile-group, of tile t in lanes 0..7 and of tile t + 1 in lanes
+// 8..15. One gather of 32 bits from each (`at` bytes into its head, from a super-block's first tile-group of tile
+// t) takes the 16 rows' values: in place of 16 two-byte reads a value (with their inserts, about 8 of a one-row
+// loop's 145 instructions a tile-group pair).
+static inline __m512i super_offsets(const Tiled& w, int64_t t, int64_t stride, int at) {
+    alignas(64) int32_t lanes[2 * LANES];
+    const int64_t gap = tile_at(w, t + 1) - tile_at(w, t);
+    for (int j = 0; j < LANES; j++) {
+        lanes[j] = (int32_t)(j * stride + at);
+        lanes[LANES + j] = (int32_t)(gap + j * stride + at);
+    }
+    return _mm512_load_si512(lanes);
+}
+// the float16 in the low (HIGH = false) or high 16 bits of each lane's 32, as float32 (exact, as halves())
+template <bool HIGH>
+static inline __m512 halves2(__m512i bits) {
+    return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(HIGH ? _mm512_srli_epi32(bits, 16) : bits));
+}
 
 // tiles t and t + 1 of a weight of a per-group scale mode against rows m0 .. m0 + MT - 1 of the pass, as
 // block<LAYOUT, MT, KEPT> of each
@@ -1230,11 +1292,12 @@ __attribute__((noinline)) static void block2(const Tiled& w, int64_t t, const Ac
     __m512 acc[MT];
     for (int m = 0; m < MT; m++) acc[m] = _mm512_setzero_ps();
     const int64_t first = a.index(m0, 0), step = a.index(m0, 1) - first, stride = stride_of(w, t);
+    const PairAhead ahead = pair_ahead(w, t, m0);
     const uint8_t *start0 = tile_at(w, t), *start1 = tile_at(w, t + 1);
     for (int64_t g = 0; g < G; g++) {
         const uint8_t* p0 = start0 + g * stride;
         const uint8_t* p1 = start1 + g * stride;
-        prefetch_pair(w, t, g, m0);
+        prefetch_pair(ahead, G, w.block, g);
         const int64_t at = first + g * step;
         __m512i dot[MT];
         group_dots2<LAYOUT, MT>(p0 + head, p1 + head, &a.q[at * GROUP], dot);
@@ -1263,16 +1326,19 @@ __attribute__((noinline)) static void super_block2(const Tiled& w, int64_t t, co
     __m512 acc[MT];
     for (int m = 0; m < MT; m++) acc[m] = _mm512_setzero_ps();
     const int64_t first = a.index(m0, 0), step = a.index(m0, 1) - first, stride = stride_of(w, t);
+    const PairAhead ahead = pair_ahead(w, t, m0);
+    // (K-quant: d and -dmin side by side, K_MIN_AT = K_D_AT + 2)
+    const __m512i value_at = super_offsets(w, t, stride, LAYOUT == SIX_BITS ? SIX_D_AT : K_D_AT);
     for (int64_t b = 0; b < B; b++) {
         const uint8_t* start0 = tile_at(w, t) + b * SUPER * stride;
         const uint8_t* start1 = tile_at(w, t + 1) + b * SUPER * stride;
         __m512i total[MT];
         for (int m = 0; m < MT; m++) total[m] = _mm512_setzero_si512();
-        I8 min[2][SUPER];  // each tile's mins, group by group (KEPT: in `kept`)
+        __m512i min[SUPER];  // both tiles' mins, group by group, as two() lays them out (KEPT: in `kept`)
         for (int j = 0; j < SUPER; j++) {
             const uint8_t* p0 = start0 + j * stride;
             const uint8_t* p1 = start1 + j * stride;
-            prefetch_pair(w, t, b * SUPER + j, m0);
+            prefetch_pair(ahead, G, w.block, b * SUPER + j);
             const int64_t at = first + (b * SUPER + j) * step;
             __m512i dot[MT];
             if constexpr (LAYOUT == SIX_BITS) {
@@ -1285,15 +1351,11 @@ __attribute__((noinline)) static void super_block2(const Tiled& w, int64_t t, co
                 }
             } else {
                 group_dots2<LAYOUT, MT>(p0 + head, p1 + head, &a.q[at * GROUP], dot);
-                I8 low, high;
-                if constexpr (KEPT) {
-                    low = kept[b].scale[j];
-                    high = kept[B + b].scale[j];
-                } else {
-                    k_ints(p0, &low, &min[0][j]);
-                    k_ints(p1, &high, &min[1][j]);
-                }
-                const __m512i scale = two(low, high);
+                __m512i scale;
+                if constexpr (KEPT)
+                    scale = two(kept[b].scale[j], kept[B + b].scale[j]);
+                else
+                    k_ints2(p0, p1, &scale, &min[j]);
                 for (int m = 0; m < MT; m++) {
                     total[m] = _mm512_add_epi32(total[m], _mm512_mullo_epi32(dot[m], scale));
                     in_register(total[m]);
@@ -1301,23 +1363,21 @@ __attribute__((noinline)) static void super_block2(const Tiled& w, int64_t t, co
             }
         }
         const int64_t at = first + b * SUPER * step;
-        const bool held = KEPT && LAYOUT != SIX_BITS;
-        const int d_at = LAYOUT == SIX_BITS ? SIX_D_AT : K_D_AT;
-        const __m512 d = two(held ? kept[b].d : super_scales(start0, stride, d_at),
-                             held ? kept[B + b].d : super_scales(start1, stride, d_at));
+        const __m512i values = KEPT && LAYOUT != SIX_BITS ? _mm512_setzero_si512() : _mm512_i32gather_epi32(value_at, start0, 1);
+        const __m512 d = KEPT && LAYOUT != SIX_BITS ? two(kept[b].d, kept[B + b].d) : halves2<false>(values);
         for (int m = 0; m < MT; m++) acc[m] = f_scaled2(acc[m], total[m], d, a.d[at + m]);
         if constexpr (LAYOUT != SIX_BITS) {
             __m512i mins[MT];
             for (int m = 0; m < MT; m++) mins[m] = _mm512_setzero_si512();
-            const I8* low = KEPT ? kept[b].min : min[0];
-            const I8* high = KEPT ? kept[B + b].min : min[1];
             for (int j = 0; j < SUPER; j += 2) {
-                const __m512i pairs = two(i_pairs(low[j], low[j + 1]), i_pairs(high[j], high[j + 1]));
+                const __m512i pairs = KEPT ? two(i_pairs(kept[b].min[j], kept[b].min[j + 1]),
+                                                 i_pairs(kept[B + b].min[j], kept[B + b].min[j + 1]))
+                                           : _mm512_or_si512(_mm512_and_si512(min[j], _mm512_set1_epi32(0xFFFF)),
+                                                             _mm512_slli_epi32(min[j + 1], 16));
                 const int32_t* sums = &a.pairs[first + (b * SUPER + j) * step];
                 for (int m = 0; m < MT; m++) mins[m] = _mm512_dpwssd_epi32(mins[m], pairs, _mm512_set1_epi32(sums[m]));
             }
-            const __m512 dmin = two(KEPT ? kept[b].dmin : super_scales(start0, stride, K_MIN_AT),
-                                    KEPT ? kept[B + b].dmin : super_scales(start1, stride, K_MIN_AT));
+            const __m512 dmin = KEPT ? two(kept[b].dmin, kept[B + b].dmin) : halves2<true>(values);
             for (int m = 0; m < MT; m++) acc[m] = f_scaled2(acc[m], mins[m], dmin, a.d[at + m]);
         }
     }
