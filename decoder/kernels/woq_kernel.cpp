@@ -1140,9 +1140,10 @@ static inline __m512i dot16(__m512i acc, __m512i codes, const int8_t* q) {
 
 // each row's integer dots of two tile-groups (as group_dots of each)
 // Each row's sum in CHAINS independent chains (chunk k in chain k % CHAINS), added at the end (exact integers: the
-// same sum). A dot waits on the one before it in its chain: on a Zen 5, 2 chains issued 2.1 G dots a second, 8
-// chains 7.7 G (the core's rate), and with a broadcast from memory beside each dot 8 chains 4.9 G, 16 chains 7.7 G;
-// so one row takes 4 chains and 2 to 8 rows 2 each
+// same sum). A dot waits on the one before it in its chain: on a Zen 5 one core issued 2.0 G dots a second in 2
+// chains, 7.1 G in 8, 7.8 G in 12 (its rate), and with a broadcast from memory beside each dot, as here, 5.0 G in 8
+// chains and 8.0 G in 12 or 16 (docs/benchmarks.md, "The two-tile loop with fewer instructions"); so one row takes
+// 4 chains and 2 to 8 rows 2 each. (The 256-bit loops gained nothing so: they keep one chain a row, two for one.)
 template <int MT>
 static constexpr int dot_chains() { return MT == 1 ? 4 : MT <= 8 ? 2 : 1; }
 template <int LAYOUT, int MT>
