@@ -1138,7 +1138,6 @@ static inline __m512i dot16(__m512i acc, __m512i codes, const int8_t* q) {
     return _mm512_dpbusd_epi32(acc, codes, _mm512_set1_epi32(v));
 }
 
-// each row's integer dots of two tile-groups (as group_dots of each)
 // Each row's sum in CHAINS independent chains (chunk k in chain k % CHAINS), added at the end (exact integers: the
 // same sum). A dot waits on the one before it in its chain: on a Zen 5 one core issued 2.0 G dots a second in 2
 // chains, 7.1 G in 8, 7.8 G in 12 (its rate), and with a broadcast from memory beside each dot, as here, 5.0 G in 8
@@ -1146,6 +1145,7 @@ static inline __m512i dot16(__m512i acc, __m512i codes, const int8_t* q) {
 // 4 chains and 2 to 8 rows 2 each. (The 256-bit loops gained nothing so: they keep one chain a row, two for one.)
 template <int MT>
 static constexpr int dot_chains() { return MT == 1 ? 4 : MT <= 8 ? 2 : 1; }
+// each row's integer dots of two tile-groups (as group_dots of each, in dot_chains<MT>() chains)
 template <int LAYOUT, int MT>
 static inline void group_dots2(const uint8_t* c0, const uint8_t* c1, const int8_t* q, __m512i* dot) {
     constexpr int CHAINS = dot_chains<MT>();
@@ -1269,9 +1269,9 @@ static inline void k_ints2(const uint8_t* p0, const uint8_t* p1, __m512i* scale,
 // 8..15. One gather of 32 bits from each (`at` bytes into its head, from a super-block's first tile-group of tile
 // t) takes the 16 rows' values: in place of 16 two-byte reads a value (with their inserts, about 8 of a one-row
 // loop's 145 instructions a tile-group pair).
-static inline __m512i super_offsets(const Tiled& w, int64_t t, int64_t stride, int at) {
+// (`gap`: from tile t to tile t + 1, PairAhead's)
+static inline __m512i super_offsets(int64_t gap, int64_t stride, int at) {
     alignas(64) int32_t lanes[2 * LANES];
-    const int64_t gap = tile_at(w, t + 1) - tile_at(w, t);
     for (int j = 0; j < LANES; j++) {
         lanes[j] = (int32_t)(j * stride + at);
         lanes[LANES + j] = (int32_t)(gap + j * stride + at);
@@ -1329,7 +1329,8 @@ __attribute__((noinline)) static void super_block2(const Tiled& w, int64_t t, co
     const int64_t first = a.index(m0, 0), step = a.index(m0, 1) - first, stride = stride_of(w, t);
     const PairAhead ahead = pair_ahead(w, t, m0);
     // (K-quant: d and -dmin side by side, K_MIN_AT = K_D_AT + 2)
-    const __m512i value_at = super_offsets(w, t, stride, LAYOUT == SIX_BITS ? SIX_D_AT : K_D_AT);
+    const __m512i value_at = super_offsets(ahead.gap, stride, LAYOUT == SIX_BITS ? SIX_D_AT : K_D_AT);
+    const bool held = KEPT && LAYOUT != SIX_BITS;  // the super-block values from `kept`, not gathered
     for (int64_t b = 0; b < B; b++) {
         const uint8_t* start0 = tile_at(w, t) + b * SUPER * stride;
         const uint8_t* start1 = tile_at(w, t + 1) + b * SUPER * stride;
@@ -1364,8 +1365,8 @@ __attribute__((noinline)) static void super_block2(const Tiled& w, int64_t t, co
             }
         }
         const int64_t at = first + b * SUPER * step;
-        const __m512i values = KEPT && LAYOUT != SIX_BITS ? _mm512_setzero_si512() : _mm512_i32gather_epi32(value_at, start0, 1);
-        const __m512 d = KEPT && LAYOUT != SIX_BITS ? two(kept[b].d, kept[B + b].d) : halves2<false>(values);
+        const __m512i values = held ? _mm512_setzero_si512() : _mm512_i32gather_epi32(value_at, start0, 1);
+        const __m512 d = held ? two(kept[b].d, kept[B + b].d) : halves2<false>(values);
         for (int m = 0; m < MT; m++) acc[m] = f_scaled2(acc[m], total[m], d, a.d[at + m]);
         if constexpr (LAYOUT != SIX_BITS) {
             __m512i mins[MT];
@@ -1378,7 +1379,7 @@ __attribute__((noinline)) static void super_block2(const Tiled& w, int64_t t, co
                 const int32_t* sums = &a.pairs[first + (b * SUPER + j) * step];
                 for (int m = 0; m < MT; m++) mins[m] = _mm512_dpwssd_epi32(mins[m], pairs, _mm512_set1_epi32(sums[m]));
             }
-            const __m512 dmin = KEPT ? two(kept[b].dmin, kept[B + b].dmin) : halves2<true>(values);
+            const __m512 dmin = held ? two(kept[b].dmin, kept[B + b].dmin) : halves2<true>(values);
             for (int m = 0; m < MT; m++) acc[m] = f_scaled2(acc[m], mins[m], dmin, a.d[at + m]);
         }
     }
