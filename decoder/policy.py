@@ -172,16 +172,20 @@ class CostModel:
 
     def charged(self, n: int, seconds: float) -> float:
         """What a step whose pass held ``n`` tokens and which took ``seconds`` (the whole step: drafting included)
-        costs a generation's :class:`RiskBudget`, in one-token passes: the table's cost, or the time it took where
-        that is more (a table timed under other load can rate wide passes too cheap, and the budget must hold
-        whatever the estimates say), one stalled pass counting at most ``OBSERVED_RATIO_CAP`` times the table's
-        cost as timed or as the live levels have it, whichever is dearer: live levels that fell (passes timed
-        against a one-token time that stood high) must not hide what the passes cost now."""
-        table = self.interpolated(n)
+        costs a generation's :class:`RiskBudget`, in one-token passes: the table's cost as timed or as the live
+        levels have it, whichever is dearer, or the time it took where that is more (a table timed under other
+        load can rate wide passes too cheap, and the budget must hold whatever the estimates say), one stalled
+        pass counting at most ``OBSERVED_RATIO_CAP`` times that cost.
+
+        Live levels that fall must not hide what the passes cost now: the one-token pass follows the host's
+        memory rate, which moves by the minute (0.5B: 9.6-10.4 ms, then 7.0-7.4 ms minutes later, while a
+        5-token pass held at 10.1-10.3 ms), so a one-token time held from a slower minute makes wide passes look
+        as cheap as one token, and a decoder that drafts at every step never times the one-token pass that
+        would correct it. The timed table's ratios were measured with their one-token pass in the same minute."""
+        table = max(self.interpolated(n), self.timed(n))
         if not self.one_token_seconds:
             return table
-        ceiling = OBSERVED_RATIO_CAP * max(table, self.timed(n))
-        return max(table, min(seconds / self.one_token_seconds, ceiling))
+        return max(table, min(seconds / self.one_token_seconds, OBSERVED_RATIO_CAP * table))
 
     def dearest(self, allowance: float | None) -> float:
         """The dearest pass a risk budget's ``allowance`` (:meth:`RiskBudget.allowance`: beyond a one-token

@@ -330,14 +330,17 @@ def test_the_risk_budget_lets_a_generation_lose_its_stake_a_share_of_each_token_
 
 def test_live_levels_that_fell_do_not_hide_what_a_wide_pass_costs_now():
     """Passes timed against a one-token time that stood high drive the live levels down (wide passes looked as
-    cheap as one token); once the one-token time is right again a wide pass is charged its time, not capped at
-    1.5x the fallen table: the cap is against stalls, measured from the dearer of the live and the timed table."""
+    cheap as one token). While the base stays high a wide pass is charged the timed table's ratio, not the fallen
+    table's or its time over the stale base; once the one-token time is right again a wide pass is charged its
+    time, not capped at 1.5x the fallen table: the cap is against stalls, measured from the dearer of the live
+    and the timed table."""
     cost = CostModel(PACKED_CPU_COST, one_token_seconds=0.020)  # twice the true 10 ms
     for _ in range(60):
         cost.observe(4, 0.013)  # the true 1.3 one-token passes, seen as 0.65
     assert cost.interpolated(4) == pytest.approx(0.65, rel=0.02) and cost.timed(4) == pytest.approx(1.32)
     fell = cost.interpolated(4)
+    assert cost.charged(4, 0.013) == pytest.approx(cost.timed(4))  # not 0.65: the base is stale
     cost.one_token_seconds = 0.010  # one-token passes have put the base right
-    assert cost.charged(4, 0.013) == pytest.approx(1.3)  # not 1.5 x the fallen table
-    assert fell * OBSERVED_RATIO_CAP < 1.3
+    assert cost.charged(4, 0.014) == pytest.approx(1.4)  # its time, above the timed ratio
+    assert fell * OBSERVED_RATIO_CAP < 1.4
     assert cost.charged(4, 1.0) == pytest.approx(OBSERVED_RATIO_CAP * cost.timed(4))  # a stall is still capped
