@@ -181,7 +181,9 @@ class CostModel:
         memory rate, which moves by the minute (0.5B: 9.6-10.4 ms, then 7.0-7.4 ms minutes later, while a
         5-token pass held at 10.1-10.3 ms), so a one-token time held from a slower minute makes wide passes look
         as cheap as one token, and a decoder that drafts at every step never times the one-token pass that
-        would correct it. The timed table's ratios were measured with their one-token pass in the same minute."""
+        would correct it. The table as this process took it (timed with its one-token pass in the same minute, or
+        as earlier processes' passes corrected it: written back only on a machine no busier and with no wider pass
+        below a one-token pass, ``decoder/cost_table.py``) does not fall with this process's stale base."""
         table = max(self.interpolated(n), self.timed(n))
         if not self.one_token_seconds:
             return table

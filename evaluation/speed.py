@@ -26,6 +26,7 @@ import copy
 import dataclasses
 import math
 import re
+import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -268,6 +269,17 @@ class Run:
     def first_ms(self) -> float:
         """The first round's decode time (the fastest's where the rounds were not kept)."""
         return self.rounds_ms[0] if self.rounds_ms else self.stats.decode_ms
+
+    def paired_over(self, base: Run) -> float:
+        """``base``'s time over this run's, round by round, the median of the rounds.
+
+        Each round runs the configurations back to back on the hole, so a pair meets the same minute of the host,
+        whose memory rate moves by the minute (plain greedy against itself across rounds of a hole fell outside
+        0.97-1.03 on half of the pairs: docs/benchmarks.md), and starts from what the decoder knew before the
+        hole: each pair is a first round as a user meets it, the median the least disturbed of them."""
+        mine = self.rounds_ms or (self.stats.decode_ms,)
+        theirs = base.rounds_ms or (base.stats.decode_ms,)
+        return statistics.median(b / max(m, 1e-9) for b, m in zip(theirs, mine, strict=False))
 
     def to_dict(self) -> dict[str, Any]:
         return {

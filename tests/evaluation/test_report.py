@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from lookahead_lsp.evaluation.report import bench_rows, model_name, peer_lines
 from lookahead_lsp.evaluation.speed import Summary
 
@@ -68,11 +70,31 @@ def test_per_hole_ratios_are_greedys_time_over_lookaheads() -> None:
         run("repo:c.py:3:8", "repo", "lookahead", 400.0, 12, 1000.0),  # a first round slower than greedy's
     ]
     table = per_hole_markdown(result)
-    assert "| fim:a.py:1:0 | 1000 | 500 | 2.00 | 2.00 | 40 / 18 |" in table
-    assert "| fim:b.py:9:4 | 900 | 1000 | 0.90 | 0.90 |" in table
-    assert "| repo:c.py:3:8 | 800 | 400 | 2.00 | 0.80 |" in table
-    assert "- fim: median 1.45x, lowest 0.90x over 2 holes; first round lowest 0.90x, 1 below 0.97x" in table
-    assert "- repo: median 2.00x, lowest 2.00x over 1 holes; first round lowest 0.80x, 1 below 0.97x" in table
+    assert "| fim:a.py:1:0 | 1000 | 500 | 2.00 | 2.00 | 2.00 | 40 / 18 |" in table
+    assert "| fim:b.py:9:4 | 900 | 1000 | 0.90 | 0.90 | 0.90 |" in table
+    assert "| repo:c.py:3:8 | 800 | 400 | 2.00 | 0.80 | 1.40 |" in table  # rounds 0.80 and 2.00: their median
+    assert (
+        "- fim: median 1.45x, lowest 0.90x over 2 holes; first round lowest 0.90x, 1 below 0.97x;"
+        " paired rounds lowest 0.90x, 1 below 0.97x" in table
+    )
+    assert (
+        "- repo: median 2.00x, lowest 2.00x over 1 holes; first round lowest 0.80x, 1 below 0.97x;"
+        " paired rounds lowest 1.40x, 0 below 0.97x" in table
+    )
+
+
+def test_paired_rounds_compare_each_round_with_greedys_in_the_same_round() -> None:
+    """A host that slowed between rounds slows both decoders of a round alike: the paired median sees through it
+    where the fastest rounds, taken from different minutes, do not."""
+    from lookahead_lsp.decoder.types import DecodeStats
+    from lookahead_lsp.evaluation.speed import Run
+
+    greedy = Run("fim:a.py:1:0", "fim", "greedy", [1], DecodeStats(decode_ms=400.0), True, (400.0, 600.0, 610.0))
+    ours = Run("fim:a.py:1:0", "fim", "lookahead", [1], DecodeStats(decode_ms=420.0), True, (420.0, 630.0, 600.0))
+    assert greedy.stats.decode_ms / ours.stats.decode_ms == pytest.approx(0.952, abs=1e-3)
+    assert ours.paired_over(greedy) == pytest.approx(600.0 / 630.0)  # the median of 0.952, 0.952 and 1.017
+    single = Run("fim:a.py:1:0", "fim", "lookahead", [1], DecodeStats(decode_ms=200.0), True)
+    assert single.paired_over(greedy) == pytest.approx(2.0)  # no rounds kept: the one time stands for them
 
 
 def test_first_rounds_are_set_beside_the_fastest() -> None:
