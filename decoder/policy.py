@@ -170,33 +170,18 @@ class CostModel:
     def cost(self, n: int) -> float:
         return self.interpolated(self.pass_size(n))
 
-    def charged(self, n: int, pass_seconds: float, extra_seconds: float = 0.0) -> float:
-        """What a step whose pass held ``n`` tokens and took ``pass_seconds``, with ``extra_seconds`` of drafting
-        and bookkeeping around it, costs a generation's :class:`RiskBudget`, in one-token passes.
-
-        A one-token pass costs 1 whatever it took: greedy decoding runs the same pass in the same minute, so a
-        slow host is no loss to it. A wider pass costs the table's cost, as this process took it or as the live
-        levels have it, whichever is dearer, or its time over the live one-token time where that is more (a
-        table timed under other load can rate wide passes too cheap, and the budget must hold whatever the
-        estimates say). The extra time counts in full (greedy's step is the pass alone); one stalled step counts
-        at most ``OBSERVED_RATIO_CAP`` times the table's cost.
-
-        Live levels that fall must not hide what the passes cost now: the one-token pass follows the host's
-        memory rate, which moves by the minute (0.5B: 9.6-10.4 ms, then 7.0-7.4 ms minutes later, while a
-        5-token pass held at 10.1-10.3 ms), so a one-token time held from a slower minute makes wide passes look
-        as cheap as one token, and a decoder that drafts at every step never times the one-token pass that
-        would correct it. The table as this process took it (timed with its one-token pass in the same minute, or
-        as earlier processes' passes corrected it: written back only on a machine no busier and with no wider pass
-        below a one-token pass, ``decoder/cost_table.py``) does not fall with this process's stale base. A
-        one-token time held from a faster minute, the other way, would charge every plain step more than one
-        pass, and a generation whose first drafts missed would then fall further behind at each greedy step
-        than its tokens earn back, drafting nothing more however right its drafts turned out."""
-        table = max(self.interpolated(n), self.timed(n))
+    def charged(self, n: int, seconds: float) -> float:
+        """What a step whose pass held ``n`` tokens and which took ``seconds`` (the whole step: drafting included)
+        costs a generation's :class:`RiskBudget`, in one-token passes: the table's cost, or the time it took where
+        that is more (a table timed under other load can rate wide passes too cheap, and the budget must hold
+        whatever the estimates say), one stalled pass counting at most ``OBSERVED_RATIO_CAP`` times the table's
+        cost as timed or as the live levels have it, whichever is dearer: live levels that fell (passes timed
+        against a one-token time that stood high) must not hide what the passes cost now."""
+        table = self.interpolated(n)
         if not self.one_token_seconds:
             return table
-        measured = (pass_seconds if n > 1 else 0.0) / self.one_token_seconds
-        spent = max(table, measured) + extra_seconds / self.one_token_seconds
-        return max(table, min(spent, OBSERVED_RATIO_CAP * table))
+        ceiling = OBSERVED_RATIO_CAP * max(table, self.timed(n))
+        return max(table, min(seconds / self.one_token_seconds, ceiling))
 
     def dearest(self, allowance: float | None) -> float:
         """The dearest pass a risk budget's ``allowance`` (:meth:`RiskBudget.allowance`: beyond a one-token
