@@ -181,8 +181,9 @@ def per_hole_markdown(result: BenchResult, config: str = "lookahead") -> str:
         ratio = base.stats.decode_ms / max(run.stats.decode_ms, 1e-9)
         first = base.first_ms / max(run.first_ms, 1e-9)
         ratios.setdefault(run.workload, []).append(ratio)
+        pair = run.paired_over(base)
         firsts.setdefault(run.workload, []).append(first)
-        paired.setdefault(run.workload, []).append(run.paired_over(base))
+        paired.setdefault(run.workload, []).append(pair)
         rows.append(
             (
                 run.hole_id,
@@ -190,7 +191,7 @@ def per_hole_markdown(result: BenchResult, config: str = "lookahead") -> str:
                 round(run.stats.decode_ms),
                 ratio,
                 first,
-                paired[run.workload][-1],
+                pair,
                 f"{base.stats.steps} / {run.stats.steps}",
                 run.stats.tokens_in_passes,
                 "yes" if run.identical else "NO",

@@ -274,9 +274,10 @@ class Run:
         """``base``'s time over this run's, round by round, the median of the rounds.
 
         Each round runs the configurations back to back on the hole, so a pair meets the same minute of the host,
-        whose memory rate moves by the minute (plain greedy against itself across rounds of a hole fell outside
-        0.97-1.03 on half of the pairs: docs/benchmarks.md), and starts from what the decoder knew before the
-        hole: each pair is a first round as a user meets it, the median the least disturbed of them."""
+        whose memory rate moves by the minute (plain greedy against itself across the rounds of a hole fell
+        outside 0.97-1.03 on 17-41 of 60 pairs: docs/benchmarks.md), and starts from what the decoder knew
+        before the hole: each pair is a first round as a user meets it, and one disturbed round does not move
+        their median."""
         mine = self.rounds_ms or (self.stats.decode_ms,)
         theirs = base.rounds_ms or (base.stats.decode_ms,)
         return statistics.median(b / max(m, 1e-9) for b, m in zip(theirs, mine, strict=False))
