@@ -94,7 +94,7 @@ def test_paired_rounds_compare_each_round_with_greedys_in_the_same_round() -> No
     assert greedy.stats.decode_ms / ours.stats.decode_ms == pytest.approx(0.952, abs=1e-3)
     assert ours.paired_over(greedy) == pytest.approx(600.0 / 630.0)  # the median of 0.952, 0.952 and 1.017
     single = Run("fim:a.py:1:0", "fim", "lookahead", [1], DecodeStats(decode_ms=200.0), True)
-    assert single.paired_over(greedy) == pytest.approx(2.0)  # no rounds kept: the one time stands for them
+    assert single.paired_over(greedy) == pytest.approx(2.0)  # no rounds kept: its one time against greedy's first
 
 
 def test_first_rounds_are_set_beside_the_fastest() -> None:
