@@ -9,6 +9,7 @@ decoder/weights/embedded.py ``prune_legacy``; older packed formats: decoder/runt
 transformers imported once). ``--get NAME`` downloads a Qwen2.5-Coder base GGUF from the Hugging Face hub
 (``decoder/weights/base_models.py``, ``decoder/weights/hub_download.py``: resumable, sha256-checked, progress on
 stderr) into the cache, where the ``model`` setting NAME then finds it; the only command that downloads.
+``--spec auto`` loads the model the daemon's ``auto`` setting comes to on this machine, and says why.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from lookahead_lsp.decoder.weights.base_models import BASE_MODELS, find_base, in
 from lookahead_lsp.decoder.weights.cache import cache_root
 from lookahead_lsp.decoder.weights.embedded import prune_legacy
 from lookahead_lsp.lsp_server.cli import UsageError
+from lookahead_lsp.lsp_server.model_choice import AUTO
 
 
 class StderrProgress:
@@ -53,8 +55,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--spec",
         default="embedded",
-        help="embedded (default), embedded-1.5b, a downloaded base model (--get), a transformers directory, a .gguf "
-        "file, or a locally cached HF id",
+        help="embedded (default), embedded-1.5b, auto (as the daemon chooses on this machine, and why), a downloaded "
+        "base model (--get), a transformers directory, a .gguf file, or a locally cached HF id",
     )
     parser.add_argument("--device", default="auto", help="auto (cuda, mps, cpu), cpu, cuda, cuda:N, mps")
     parser.add_argument("--dtype", default="auto", help="auto (bf16 on cuda, else fp32), float32, bfloat16, ...")
@@ -86,23 +88,13 @@ def run(args: argparse.Namespace) -> int:
         return get(args.get, quiet=args.quiet, as_json=args.json)
     progress = None if args.quiet else StderrProgress()
     specs = args.prepare or [args.spec]
+    if (args.prepare or args.prepare_only) and AUTO in specs:
+        raise UsageError("auto is chosen when a model loads (model --spec auto); prepare embedded or embedded-1.5b")
     try:
         if args.prepare or args.prepare_only:
             described = [prepare(spec, progress) for spec in specs]
         else:
-            loaded = load_model(args.spec, args.device, args.dtype, progress)
-            described = [
-                {
-                    "spec": loaded.spec,
-                    "source": loaded.source,
-                    "path": loaded.path,
-                    "device": str(loaded.device),
-                    "dtype": str(loaded.dtype).removeprefix("torch."),
-                    "parameters": loaded.parameters,
-                    "weights": loaded.weights,
-                    "load_seconds": round(loaded.load_seconds, 2),
-                }
-            ]
+            described = [loaded_description(args.spec, args.device, args.dtype, progress)]
     except ModelLoadError as exc:
         raise UsageError(str(exc)) from exc
     for info in described:
@@ -112,6 +104,38 @@ def run(args: argparse.Namespace) -> int:
         for key, value in info.items():
             print(f"{key}: {value:,}" if isinstance(value, int) and not isinstance(value, bool) else f"{key}: {value}")
     return 0
+
+
+def loaded_description(spec: str, device: str, dtype: str, progress: StderrProgress | None) -> dict[str, object]:
+    """Load ``spec`` and describe it; ``auto`` is chosen as the daemon chooses (``lsp_server/model_host.py``
+    ``load_setting``: the stored or freshly timed figures of this machine), and the description says why."""
+    choice = None
+    if spec == AUTO:
+        from lookahead_lsp.lsp_server.config import Config
+        from lookahead_lsp.lsp_server.model_host import load_setting
+
+        def warn(line: str) -> None:
+            print(f"warning: {line}", file=sys.stderr, flush=True)
+
+        choice, loaded, _ = load_setting(Config(device=device, dtype=dtype), progress or _silent, warn)
+    else:
+        loaded = load_model(spec, device, dtype, progress)
+    info: dict[str, object] = {} if choice is None else {"setting": AUTO, "reason": choice.reason}
+    return {
+        "spec": loaded.spec,
+        **info,
+        "source": loaded.source,
+        "path": loaded.path,
+        "device": str(loaded.device),
+        "dtype": str(loaded.dtype).removeprefix("torch."),
+        "parameters": loaded.parameters,
+        "weights": loaded.weights,
+        "load_seconds": round(loaded.load_seconds, 2),
+    }
+
+
+def _silent(message: str, fraction: float | None) -> None:
+    """A progress callback that shows nothing (``--quiet``)."""
 
 
 def prepare(spec: str, progress: StderrProgress | None) -> dict[str, object]:

@@ -82,6 +82,15 @@ def test_a_group_without_a_name_or_with_an_old_one_is_a_usage_error(capsys: pyte
         main(["eval", "infill-old"])
 
 
+def test_a_command_s_usage_error_run_as_a_module_is_a_message_not_a_traceback() -> None:
+    done = cli("model", "--spec", "no-such-model")  # `python -m`: the file runs as __main__, the commands import it
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith("lookahead-lsp model: error: 'no-such-model' is not a model name"), done.stderr
+    assert "Traceback" not in done.stderr and done.stdout == ""
+    done = cli("model", "--prepare", "auto")
+    assert done.returncode == 2 and "auto is chosen when a model loads" in done.stderr, done.stderr
+
+
 def documented_commands() -> list[tuple[str, str, list[str]]]:
     """(document, group, arguments) of every ``lookahead-lsp bench|eval`` command in the README and docs/."""
     found = []

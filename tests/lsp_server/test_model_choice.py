@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -297,6 +298,19 @@ def test_daemon_auto_without_the_large_model_picks_the_small_one(tmp_path: Path,
         assert client.close(timeout=60) == 0
     log = (tmp_path / "server.log").read_text()
     assert "model 'auto': embedded (the 1.5B is not installed" in log
+
+
+@pytest.mark.real_model
+def test_the_model_command_loads_auto_as_the_daemon_chooses_and_says_why(tmp_path: Path, user_cache: Path) -> None:
+    shadow = _part_packages(tmp_path / "shadow", with_data=False)  # in front of site-packages: not installed
+    command = [sys.executable, "-m", "lookahead_lsp.lsp_server.cli", "model", "--spec", "auto", "--json", "--quiet"]
+    done = subprocess.run(
+        command, capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONPATH": str(shadow)}
+    )
+    assert done.returncode == 0, done.stderr
+    described = json.loads(done.stdout)
+    assert described["spec"] == "embedded" and described["setting"] == "auto"
+    assert described["reason"].startswith("the 1.5B is not installed") and described["parameters"] > 400_000_000
 
 
 @pytest.mark.real_model
