@@ -150,6 +150,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 if __name__ == "__main__":
     # `python -m lookahead_lsp.lsp_server.cli`: this file runs as __main__, while the commands raise the package
     # module's UsageError, another class: main from that module catches them (a usage error, not a traceback)
-    from lookahead_lsp.lsp_server.cli import main as package_main
-
-    sys.exit(package_main())
+    sys.exit(importlib.import_module("lookahead_lsp.lsp_server.cli").main())
