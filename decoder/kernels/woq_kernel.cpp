@@ -109,6 +109,14 @@ static const int LANES = 8;    // weight rows in a tile
 static const int GROUP = 32;   // weights per group
 static const int CHUNKS = 8;   // 4-code chunks per group
 static const int PREFETCH_BLOCKS = 16;  // tile-groups read ahead of the one multiplied
+#if WOQ_SIMD
+// Where a read-ahead goes on x86: the second-level cache. Asked into the first level (_MM_HINT_T0), each line held
+// one of the core's few first-level miss buffers until it came, which capped the lines in flight: on an Intel
+// Xeon (2 vCPUs) the 1.5B's one-token pass took 58 ms with T0 and 48-50 with T1 (0.62x and 0.73x the host's
+// streaming read), the same at any distance from 8 to 64; wide passes, prefills and the AVX2 loops (bound by their
+// arithmetic there) level (docs/benchmarks.md, "Read-ahead into the second-level cache")
+#define PREFETCH_HINT _MM_HINT_T1
+#endif
 static const bool TWO_TILES = WOQ_VNNI == 2;  // AVX-512: a wide pass's tiles two by two (block2)
 static const int SUPER = 8;    // groups per Q6_K super-block (one float16 d per row)
 static const int SIX_ZERO = 32;  // the Q6_K code of weight 0
@@ -967,13 +975,13 @@ static void tile_group_scales(const Tiled& w, int64_t t, F8* out) {
     for (int64_t g = 0; g < w.groups; g++) scales8(w.mode, w.zero, start + g * stride, &out[2 * g], &out[2 * g + 1]);
 }
 
-// the tile-group PREFETCH_BLOCKS groups after p (its tile's groups `stride` bytes apart) asked into the first-level
-// cache: rows of a few hundred bytes are too short for the hardware's stream prefetchers to ramp up; 16 blocks
-// (3-4 KB) ahead: at 8 rows a block takes long enough that 4 ahead arrived late
+// the tile-group PREFETCH_BLOCKS groups after p (its tile's groups `stride` bytes apart) asked into the second-level
+// cache (x86: PREFETCH_HINT): rows of a few hundred bytes are too short for the hardware's stream prefetchers to
+// ramp up; 16 blocks (3-4 KB) ahead: at 8 rows a block takes long enough that 4 ahead arrived late
 __attribute__((always_inline)) static inline void prefetch_ahead(const uint8_t* p, int64_t block, int64_t stride) {
 #if WOQ_SIMD
     for (int64_t ahead = 0; ahead < block; ahead += 64)
-        _mm_prefetch((const char*)(p + PREFETCH_BLOCKS * stride + ahead), _MM_HINT_T0);
+        _mm_prefetch((const char*)(p + PREFETCH_BLOCKS * stride + ahead), PREFETCH_HINT);
 #elif WOQ_NEON
     for (int64_t ahead = 0; ahead < block; ahead += 64) __builtin_prefetch(p + PREFETCH_BLOCKS * stride + ahead, 0, 3);
 #else
@@ -1239,8 +1247,8 @@ __attribute__((always_inline)) static inline void prefetch_pair(const PairAhead&
         return;  // the weight's last pair, or a later block of rows: nothing to read ahead
     }
     for (int64_t at = 0; at < block; at += 64) {
-        _mm_prefetch((const char*)(p + at), _MM_HINT_T0);
-        _mm_prefetch((const char*)(p + gap + at), _MM_HINT_T0);
+        _mm_prefetch((const char*)(p + at), PREFETCH_HINT);
+        _mm_prefetch((const char*)(p + gap + at), PREFETCH_HINT);
     }
 }
 
