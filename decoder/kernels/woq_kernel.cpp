@@ -975,9 +975,10 @@ static void tile_group_scales(const Tiled& w, int64_t t, F8* out) {
     for (int64_t g = 0; g < w.groups; g++) scales8(w.mode, w.zero, start + g * stride, &out[2 * g], &out[2 * g + 1]);
 }
 
-// the tile-group PREFETCH_BLOCKS groups after p (its tile's groups `stride` bytes apart) asked into the second-level
-// cache (x86: PREFETCH_HINT): rows of a few hundred bytes are too short for the hardware's stream prefetchers to
-// ramp up; 16 blocks (3-4 KB) ahead: at 8 rows a block takes long enough that 4 ahead arrived late
+// the tile-group PREFETCH_BLOCKS groups after p (its tile's groups `stride` bytes apart) asked into the cache (x86:
+// the second level, PREFETCH_HINT; ARM64: the first, not measured on a real core): rows of a few hundred bytes are
+// too short for the hardware's stream prefetchers to ramp up; 16 blocks (3-4 KB) ahead: at 8 rows a block takes
+// long enough that 4 ahead arrived late
 __attribute__((always_inline)) static inline void prefetch_ahead(const uint8_t* p, int64_t block, int64_t stride) {
 #if WOQ_SIMD
     for (int64_t ahead = 0; ahead < block; ahead += 64)
