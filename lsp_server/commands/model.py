@@ -117,7 +117,7 @@ def loaded_description(spec: str, device: str, dtype: str, progress: StderrProgr
         def warn(line: str) -> None:
             print(f"warning: {line}", file=sys.stderr, flush=True)
 
-        choice, loaded, _ = load_setting(Config(device=device, dtype=dtype), progress or _silent, warn)
+        choice, loaded, _ = load_setting(Config(model=AUTO, device=device, dtype=dtype), progress or _silent, warn)
     else:
         loaded = load_model(spec, device, dtype, progress)
     info: dict[str, object] = {} if choice is None else {"setting": AUTO, "reason": choice.reason}
