@@ -235,10 +235,10 @@ class _Run:
     def step(self) -> list[int]:
         """One forward pass; returns the new tokens it produced (accepted drafts plus the model's next token).
 
-        The pass's own time corrects the cost table (what a pass of its size costs); the whole step's time,
-        drafting and bookkeeping included, is what the risk budget is charged, against a one-token pass: the
-        greedy decoder's step is that pass alone, so time spent looking for drafts that were not worth a
-        wider pass counts as lost to it."""
+        The pass's own time corrects the cost table (what a pass of its size costs); the risk budget is charged
+        the pass at the table's cost and the step's time outside it, drafting and bookkeeping, against a
+        one-token pass: the greedy decoder's step is that pass alone, so time spent looking for drafts that were
+        not worth a wider pass counts as lost to it (CostModel.charged)."""
         gen, kv = self.gen, self.kv
         current = gen.tokens[-1]
         g = self.g
@@ -250,9 +250,10 @@ class _Run:
         if not selection.drafts and not self.chains:  # nothing worth verifying: the greedy decoder's step
             passing = time.perf_counter()
             token = plain_step(self.d.model, kv, gen)
-            cost.observe(1, time.perf_counter() - passing)
+            took = time.perf_counter() - passing
+            cost.observe(1, took)
             self._shadow(found, [])
-            self.risk.spent(cost.charged(1, time.perf_counter() - started), 1)
+            self.risk.spent(cost.charged(1, took, time.perf_counter() - started - took), 1)
             return [token]
         ranked = sorted(zip(selection.drafts, selection.probs, strict=True), key=lambda dp: -sum(dp[1]))
         tree = build_tree(current, [(d.tokens, d.source, p) for d, p in ranked])
@@ -267,11 +268,12 @@ class _Run:
         path, bonus = verify(tree, logits, lambda lg, toks: pick(lg, gen.allowed(toks)))
         accepted = [tree.tokens[i] for i in path]
         kv.keep_selected(start, [0, *path], [current, *accepted])
-        cost.observe(len(tree), time.perf_counter() - passing)  # verify waited for the device
+        took = time.perf_counter() - passing  # verify waited for the device
+        cost.observe(len(tree), took)
         self._record(tree, [d for d, _ in ranked], accepted)
         self._shadow(found, selection.drafts)
         self._advance_chains(tree, logits, len(accepted))
-        self.risk.spent(cost.charged(len(tree), time.perf_counter() - started), len(accepted) + 1)
+        self.risk.spent(cost.charged(len(tree), took, time.perf_counter() - started - took), len(accepted) + 1)
         return [*accepted, bonus]
 
     def _record(self, tree: TokenTree, drafts: Sequence[Draft], accepted: Sequence[int]) -> None:

@@ -170,18 +170,23 @@ class CostModel:
     def cost(self, n: int) -> float:
         return self.interpolated(self.pass_size(n))
 
-    def charged(self, n: int, seconds: float) -> float:
-        """What a step whose pass held ``n`` tokens and which took ``seconds`` (the whole step: drafting included)
-        costs a generation's :class:`RiskBudget`, in one-token passes: the table's cost, or the time it took where
-        that is more (a table timed under other load can rate wide passes too cheap, and the budget must hold
-        whatever the estimates say), one stalled pass counting at most ``OBSERVED_RATIO_CAP`` times the table's
-        cost as timed or as the live levels have it, whichever is dearer: live levels that fell (passes timed
-        against a one-token time that stood high) must not hide what the passes cost now."""
+    def charged(self, n: int, took: float, outside: float) -> float:
+        """What a step whose pass held ``n`` tokens and took ``took`` seconds costs a generation's
+        :class:`RiskBudget`, in one-token passes: the pass at the table's cost (with its live levels, which the
+        passes' own times move), and beyond it only what the pass took over ``OBSERVED_RATIO_CAP`` times that (a
+        table that rates the pass far too cheap, or live levels that fell; at most as much again: a stall); plus
+        the step's time outside its pass (``outside``: drafting and bookkeeping; greedy's step is the pass alone)
+        over the one-token time, at most ``OBSERVED_RATIO_CAP`` - 1 passes. A pass's time within the cap is not
+        charged: its noise is the host's, which greedy's passes meet alike, and charged where it ran slow but never
+        where it ran fast (as the budget once was) it spent a generation's stake on the noise of its plain steps,
+        so that the same hole drafted in one round and never in the next (docs/benchmarks.md, "The risk budget
+        charges a pass its table, not its noise")."""
         table = self.interpolated(n)
         if not self.one_token_seconds:
             return table
-        ceiling = OBSERVED_RATIO_CAP * max(table, self.timed(n))
-        return max(table, min(seconds / self.one_token_seconds, ceiling))
+        spare = OBSERVED_RATIO_CAP - 1.0
+        over = min(max(took / self.one_token_seconds - OBSERVED_RATIO_CAP * table, 0.0), spare * table)
+        return table + over + min(max(outside, 0.0) / self.one_token_seconds, spare)
 
     def dearest(self, allowance: float | None) -> float:
         """The dearest pass a risk budget's ``allowance`` (:meth:`RiskBudget.allowance`: beyond a one-token
