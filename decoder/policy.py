@@ -128,10 +128,6 @@ class CostModel:
         """Relative cost of a pass of exactly ``n`` tokens (the table with its live levels)."""
         return self._at(n, self.levels)
 
-    def timed(self, n: int) -> float:
-        """Relative cost of a pass of exactly ``n`` tokens as the table was timed, without its live levels."""
-        return self._at(n, [1.0] * len(self.points))
-
     def _at(self, n: int, levels: Sequence[float]) -> float:
         if n <= 1:
             return 1.0
