@@ -6,8 +6,9 @@ table measured on another machine. The table is measured once per such combinati
 size, each size's fastest: the round least disturbed by other work), written beside the kernel library the model
 runs on (the kernel cache of ``decoder/kernels/woq_native.py``; a model without the native kernel uses the same
 folder) and read back by every later process: a cold process neither pays for the timing nor starts from a
-constant. The decoders' live passes correct it (:meth:`CostModel.observe`) and the corrected table is written
-back every :data:`decoder.policy.PERSIST_EVERY` live passes. The table records when it was timed and the machine's
+constant. The decoders' live passes correct it (:meth:`CostModel.observe`: a level per timed size, which passes
+of other sizes ease back to the timing) and the levels are written back beside the timed sizes every
+:data:`decoder.policy.PERSIST_EVERY` live passes. The table records when it was timed and the machine's
 load while it ran, and expires as every stored timing does (``decoder/timing_load.py``: older than the kernel
 build, or timed under load and the machine quiet now); live write-backs keep the timing's own stamp.
 """
@@ -37,8 +38,10 @@ log = logging.getLogger(__name__)
 
 # of the file's layout and of how it is measured: a new one measures again (2: the stored one-token time stays the
 # timed one; version 1 wrote back the live mean, which a busy run raised and the next process took as quiet; 3: with
-# when it was timed and under what load, expiring as the other stored timings do)
-VERSION = 3
+# when it was timed and under what load, expiring as the other stored timings do; 4: the timed sizes and the live
+# levels apart, so that a level no pass corrects goes back to its timing, decoder/policy.RELAX, not to where the
+# live passes last left it)
+VERSION = 4
 SIZES = (1, 2, 3, 4, 5, 6, 8, 12, 16)  # tokens per timed pass
 ROUNDS = 3  # interleaved rounds; each size keeps its fastest
 ATTEMPTS = 3  # at most this many times ROUNDS where the timing is implausible (measure)
@@ -143,6 +146,7 @@ def load(path: Path, pairs: int | None = None) -> Timed | None:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         points = tuple((int(n), float(c)) for n, c in data["points"])
+        levels = [float(level) for level in data.get("levels") or [1.0] * len(points)]
         base = data.get("one_token_seconds")
         measured_at, timed_load = read_stamp(data)
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
@@ -151,19 +155,25 @@ def load(path: Path, pairs: int | None = None) -> Timed | None:
         return None
     if data.get("version") != VERSION or not points or points[0] != (1, 1.0) or data.get("pairs") != pairs:
         return None
-    return Timed(CostModel(points, one_token_seconds=float(base) if base else None), measured_at, timed_load)
+    if len(levels) != len(points) or not all(0.0 < level < 10.0 for level in levels):
+        log.warning("pass-cost table %s has %s live levels for %d sizes: starting from its timing", path, levels,
+                    len(points))  # fmt: skip
+        levels = [1.0] * len(points)
+    cost = CostModel(points, levels, one_token_seconds=float(base) if base else None)
+    return Timed(cost, measured_at, timed_load)
 
 
 def save(path: Path, timed: Timed, one_token_seconds: float | None = None, pairs: int | None = None) -> None:
-    """Write ``timed``'s current table (its live corrections folded in) to ``path`` with its timing's stamp, whole
-    or not at all, with ``one_token_seconds`` (default: the table's own base) as the time of a one-token pass on
-    this machine at rest and ``pairs`` the two-tile choice its passes ran under; a failure is logged, never
+    """Write ``timed``'s table (its timed sizes and, apart, their live levels) to ``path`` with its timing's stamp,
+    whole or not at all, with ``one_token_seconds`` (default: the table's own base) as the time of a one-token pass
+    on this machine at rest and ``pairs`` the two-tile choice its passes ran under; a failure is logged, never
     raised (the table is only an optimisation)."""
     cost = timed.cost
     base = cost.one_token_seconds if one_token_seconds is None else one_token_seconds
     data = {
         "version": VERSION,
-        "points": [[n, round(c, 4)] for n, c in cost.current()],
+        "points": [[n, round(c, 4)] for n, c in cost.points],
+        "levels": [round(level, 4) for level in cost.levels],
         "one_token_seconds": base,
         "pairs": pairs,
         "saved": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

@@ -56,6 +56,14 @@ PERSIST_EVERY = 64  # live passes between two writes of a stored table (CostMode
 # (or 1 / this): a pass stalled by other work (a compiler, a test run: 40x its time was seen on a shared 2-core
 # machine) nudges the table as a pass 1.5x slow would, so that only a lasting change of cost moves it far.
 OBSERVED_RATIO_CAP = 1.5
+# A timed size whose level no live pass has corrected for IDLE_PASSES passes moves RELAX of the way back to its
+# timing with each further pass (CostModel.observe). Without it the live table rose where it was not used: a level
+# that noise raised made the policy pad or cut its passes around that size, so no pass of it ran to bring it down,
+# and the table was stored so (an Intel Xeon's after a few hours: the 1.5B's 8 tokens 1.89 against 1.55-1.58 timed
+# again; docs/benchmarks.md, "A live pass-cost table that rose where no pass ran"). A size in use keeps what its
+# passes show; one no pass shows is back within a tenth of its timing some 260 passes after its last.
+IDLE_PASSES = 32
+RELAX = 0.01
 
 
 @dataclass
@@ -78,10 +86,12 @@ class CostModel:
     _changes: int = field(default=0, repr=False, compare=False)  # counts the changes of levels (keys the memos)
     _costs: tuple[tuple[int, int], list[float]] | None = field(default=None, repr=False, compare=False)
     _break_even: tuple[tuple[int, int], float] | None = field(default=None, repr=False, compare=False)
+    _idle: list[int] = field(default_factory=list, repr=False, compare=False)  # passes since each level's last
 
     def __post_init__(self) -> None:
         if len(self.levels) != len(self.points):
             self.levels = [1.0] * len(self.points)
+        self._idle = [0] * len(self.points)
 
     @classmethod
     def for_device(cls, device_type: str, packed: bool = False) -> CostModel:
@@ -98,21 +108,38 @@ class CostModel:
         levels of the timed sizes on either side of ``n`` (by their share of the interpolation) towards its
         observed ratio to the base (exponential running means, clamped to a sane range; one pass counts at most
         as one ``OBSERVED_RATIO_CAP`` times off), so that a size timed badly at start-up is put right by the
-        passes of that size, the shape the others show is kept, and a pass stalled by other work moves little."""
+        passes of that size, the shape the others show is kept, and a pass stalled by other work moves little. A level
+        that no pass has corrected for ``IDLE_PASSES`` passes moves ``RELAX`` of the way back to its timing with each
+        further pass: a level no pass shows does not stay where noise left it."""
         if not self.adaptive:
             return
         self._unsaved += 1
         if n <= 1:
             base = self.one_token_seconds
             self.one_token_seconds = seconds if not base else base + weight * (_capped(seconds / base) - 1) * base
+            self._relax(())
             return
         if not self.one_token_seconds:
             return
         ratio = _capped(seconds / self.one_token_seconds / self.interpolated(n))
-        self._changes += 1  # the one-token base is not in the table: only this changes what the memos hold
-        for i, share in self._bracket(n):
+        bracket = self._bracket(n)
+        for i, share in bracket:
             moved = self.levels[i] * (1.0 + weight * share * (ratio - 1.0))
             self.levels[i] = min(3.0, max(0.33, moved))
+        self._relax([i for i, _ in bracket])
+        self._changes += 1  # the one-token base is not in the table: only the levels change what the memos hold
+
+    def _relax(self, corrected: Sequence[int]) -> None:
+        """The ``corrected`` levels' count of idle passes back to 0; every other level's up by one, and a level idle
+        for more than ``IDLE_PASSES`` moved ``RELAX`` of the way back to its timing (1.0: the table as timed)."""
+        moved = False
+        for i, level in enumerate(self.levels):
+            self._idle[i] = 0 if i in corrected else self._idle[i] + 1
+            if self._idle[i] > IDLE_PASSES and level != 1.0:
+                self.levels[i] = 1.0 if abs(level - 1.0) < 1e-4 else level + RELAX * (1.0 - level)
+                moved = True
+        if moved:
+            self._changes += 1
 
     def flush(self) -> None:
         """Hand the table to ``persist`` if PERSIST_EVERY live passes have run since it last did."""

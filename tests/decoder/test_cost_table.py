@@ -3,6 +3,7 @@ refreshed by live passes."""
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from pathlib import Path
@@ -98,6 +99,27 @@ def test_an_unreadable_or_old_table_is_measured_again(cache: Path) -> None:
     assert cost_table.load(path) is None
     cost = cost_table.machine_cost(model, lambda m: quiet(CostModel(((1, 1.0), (8, 2.5)), one_token_seconds=0.01)))
     assert cost.interpolated(8) == 2.5 and cost_table.load(path) is not None
+
+
+def test_the_timed_sizes_and_the_live_levels_are_stored_apart(cache: Path) -> None:
+    """The file keeps the timing and the live levels apart (decoder/policy.RELAX eases a level back to the timing,
+    which a table stored with its levels folded in would have lost); levels that do not fit the sizes are dropped,
+    with a warning, and the table starts from its timing."""
+    path = cache / "cost-woq-avx512-0-0.json"
+    cost = CostModel(((1, 1.0), (4, 1.25), (8, 1.55)), one_token_seconds=0.02)
+    cost.levels = [1.0, 1.1, 1.2]
+    cost_table.save(path, quiet(cost))
+    data = json.loads(path.read_text())
+    assert data["points"] == [[1, 1.0], [4, 1.25], [8, 1.55]] and data["levels"] == [1.0, 1.1, 1.2]
+    stored = cost_table.load(path)
+    assert stored is not None and stored.cost.points == cost.points and stored.cost.current() == cost.current()
+    data["levels"] = [1.0, "x"]
+    path.write_text(json.dumps(data))
+    assert cost_table.load(path) is None  # unreadable: measured again
+    data["levels"] = [1.0, 1.1]
+    path.write_text(json.dumps(data))
+    stored = cost_table.load(path)
+    assert stored is not None and stored.cost.levels == [1.0, 1.0, 1.0] and stored.cost.interpolated(8) == 1.55
 
 
 def test_a_table_timed_under_another_two_tile_choice_is_measured_again(cache: Path) -> None:
