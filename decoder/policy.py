@@ -86,7 +86,7 @@ class CostModel:
     _changes: int = field(default=0, repr=False, compare=False)  # counts the changes of levels (keys the memos)
     _costs: tuple[tuple[int, int], list[float]] | None = field(default=None, repr=False, compare=False)
     _break_even: tuple[tuple[int, int], float] | None = field(default=None, repr=False, compare=False)
-    _idle: list[int] = field(default_factory=list, repr=False, compare=False)  # passes since each level's last
+    _idle: list[int] = field(default_factory=list, repr=False, compare=False)  # passes since each level was corrected
 
     def __post_init__(self) -> None:
         if len(self.levels) != len(self.points):
