@@ -19,7 +19,10 @@ immutable segments under a lock and publish them with one reference swap, so loo
 
 Ranking: longest match first; among continuations of the same match length, the preferred tier (current
 file, then open files, then the rest), then the count, then recency (file generation, then offset). Ranges
-larger than ``max_candidates`` are read at evenly spaced samples (counts become estimates).
+larger than ``max_candidates`` are read at evenly spaced samples (counts become estimates). A level of at most
+``few`` occurrences (a long match, the common case once a completion copies) is read in plain Python; larger ones
+in a few dozen numpy calls, each dear when the CPU's caches are cold after a forward pass. Both read the same
+candidates and rank them alike.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ import numpy as np
 from lookahead_lsp.decoder.drafts import Draft
 
 SOURCE_NAME = "workspace"
+FEW = 32  # occurrences a lookup's level reads in plain Python, not numpy (NgramIndex.few)
 TIER_OTHER, TIER_OPEN, TIER_CURRENT = 0, 1, 2
 
 
@@ -217,6 +221,35 @@ def _ranked(c: _Candidates) -> Iterator[tuple[tuple[int, ...], int]]:
         yield tuple(row[: row.index(-1)] if -1 in row else row), int(counts[g])
 
 
+def _ranked_few(level: Sequence[tuple[_View, tuple[int, int]]], max_len: int) -> list[tuple[tuple[int, ...], int]]:
+    """What ``_ranked(_concat(_gather(...)))`` yields for ranges too small to sample, read without numpy's
+    per-call cost: the same candidates, grouped and ordered alike (tier, count, recency, then the padded row)."""
+    groups: dict[tuple[int, ...], list[int]] = {}  # continuation -> [tier, count, recency]
+    for view, (lo, hi) in level:
+        seg = view.segment
+        found: list[tuple[int, int, list[int]]] = []  # (tier, recency, codes) of each live occurrence
+        for position in seg.order[lo:hi].tolist():
+            file = bisect.bisect_right(seg.starts, position) - 1
+            if not view.alive[file]:
+                continue
+            codes = seg.codes[position + 1 : position + 1 + max_len].tolist()
+            recency = (int(seg.gens[file]) << 32) | (position - int(seg.starts[file]))
+            found.append((int(view.tiers[file]), recency, codes[: codes.index(0)] if 0 in codes else codes))
+        flat = [code for _, _, codes in found for code in codes]
+        ids = seg.vocab[np.asarray(flat, dtype=np.int64) - 1].tolist() if flat else []
+        at = 0
+        for tier, recency, codes in found:
+            tokens, at = tuple(ids[at : at + len(codes)]), at + len(codes)
+            group = groups.setdefault(tokens, [tier, 0, recency])
+            group[0], group[1], group[2] = max(group[0], tier), group[1] + 1, max(group[2], recency)
+
+    def rank(item: tuple[tuple[int, ...], list[int]]) -> tuple[int, int, int, tuple[int, ...]]:
+        tokens, (tier, count, recency) = item
+        return tier, count, recency, tokens + (-1,) * (max_len - len(tokens))
+
+    return [(tokens, group[1]) for tokens, group in sorted(groups.items(), key=rank, reverse=True)]
+
+
 def _covered(tokens: tuple[int, ...], chosen: list[Draft]) -> bool:
     return any(d.tokens[: len(tokens)] == tokens for d in chosen)
 
@@ -251,12 +284,15 @@ class NgramIndex:
 
     name = SOURCE_NAME
 
-    def __init__(self, depth: int = 7, overlay_max_tokens: int = 262_144, max_candidates: int = 256) -> None:
+    def __init__(
+        self, depth: int = 7, overlay_max_tokens: int = 262_144, max_candidates: int = 256, few: int = FEW
+    ) -> None:
         if depth < 1:
             raise ValueError("depth must be at least 1")
         self.depth = depth
         self.overlay_max_tokens = overlay_max_tokens
         self.max_candidates = max_candidates
+        self.few = min(few, max_candidates)  # a level this small is read in plain Python (never sampled)
         self._lock = threading.Lock()
         self._files: dict[str, _FileVersion] = {}
         self._next_gen = 1
@@ -330,8 +366,12 @@ class NgramIndex:
             if [span for _, span in level] == previous:
                 continue  # ranges nest: an equal range holds the same candidates, all taken or covered
             previous = [span for _, span in level]
-            parts = [_gather(view, lo, hi, max_len, self.max_candidates) for view, (lo, hi) in level]
-            for tokens, count in _ranked(_concat(parts, max_len)):
+            if sum(hi - lo for _, (lo, hi) in level) <= self.few:
+                candidates: Iterable[tuple[tuple[int, ...], int]] = _ranked_few(level, max_len)
+            else:
+                parts = [_gather(view, lo, hi, max_len, self.max_candidates) for view, (lo, hi) in level]
+                candidates = _ranked(_concat(parts, max_len))
+            for tokens, count in candidates:
                 if not _covered(tokens, chosen):
                     chosen.append(Draft(tokens, SOURCE_NAME, k, count))
                     if len(chosen) >= max_count:

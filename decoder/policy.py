@@ -476,7 +476,8 @@ def node_probabilities(drafts: Sequence[Draft], acceptance: AcceptanceModel) -> 
 # (48 tokens: 0.97x at worst), while a source that hits earns its generation a lead to spend on further drafts.
 # The stake is what a completion of a few tokens can lose (0.75 of a pass: 3 tokens 0.8x at worst); with
 # none, the first drafts wait until the tokens have paid for a wider pass, which cost the mean 5-18% (both
-# models, two repositories: docs/benchmarks.md, "A risk budget without a stake").
+# models, two repositories: docs/benchmarks.md, "A risk budget without a stake"), and a stake for only the passes
+# likely to commit a draft token cost it 3-20% (docs/benchmarks.md, "A stake for the likely drafts only").
 RISK_STAKE = 0.75
 LOSS_SHARE = 0.015
 

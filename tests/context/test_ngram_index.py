@@ -55,9 +55,10 @@ paths = st.sampled_from(["a", "b", "c", "d"])
     max_count=st.integers(1, 6),
     depth=st.integers(1, 7),
     overlay_max=st.sampled_from([0, 20, 10_000]),
+    few=st.sampled_from([0, 3, 10_000]),  # every level by numpy, the small ones in plain Python, every one so
 )
-def test_lookup_equals_brute_force(files, edits, current, opened, context, max_len, max_count, depth, overlay_max):
-    index = NgramIndex(depth=depth, overlay_max_tokens=overlay_max, max_candidates=10_000)
+def test_lookup_equals_brute_force(files, edits, current, opened, context, max_len, max_count, depth, overlay_max, few):
+    index = NgramIndex(depth=depth, overlay_max_tokens=overlay_max, max_candidates=10_000, few=few)
     index.build(sorted(files.items()))
     index.set_preferences(current, opened)
     for path, tokens in edits:
