@@ -228,8 +228,8 @@ def _ranked_few(level: Sequence[tuple[_View, tuple[int, int]]], max_len: int) ->
     for view, (lo, hi) in level:
         seg = view.segment
         found: list[tuple[int, int, list[int]]] = []  # (tier, recency, codes) of each live occurrence
-        for position in seg.order[lo:hi].tolist():
-            file = bisect.bisect_right(seg.starts, position) - 1
+        positions = seg.order[lo:hi].astype(np.int64)
+        for position, file in zip(positions.tolist(), seg.file_of(positions).tolist(), strict=True):
             if not view.alive[file]:
                 continue
             codes = seg.codes[position + 1 : position + 1 + max_len].tolist()
